@@ -30,6 +30,7 @@ SUMMARY_CSV: Final = "summary.csv"
 SCENARIOS_CSV: Final = "scenarios.csv"
 ANOMALIES_CSV: Final = "anomalies.csv"
 CHECKS_CSV: Final = "checks.csv"
+FAULTS_CSV: Final = "faults.csv"
 INDEX_HTML: Final = "index.html"
 
 # Python type(s) accepted for each key.  ``float`` keys accept ints too: JSON
