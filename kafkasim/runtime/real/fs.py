@@ -1,0 +1,124 @@
+"""OS files under a node's data directory. Writes go straight to the OS (pwrite); fsync and
+directory fsync run in a worker thread so a slow disk does not stall the event loop."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+from typing import TYPE_CHECKING
+
+from kafkasim.runtime.api import FileHandle, FileSystem
+
+if TYPE_CHECKING:
+    from kafkasim.runtime.real.world import RealNode
+
+
+class RealFileHandle(FileHandle):
+    def __init__(self, fs: "RealFileSystem", path: str, fd: int) -> None:
+        self._fs, self.path, self._fd = fs, path, fd
+        self._size = os.fstat(fd).st_size
+
+    def fileno(self) -> int:
+        return self._fd
+
+    def append(self, data: bytes | bytearray | memoryview) -> int:
+        self._fs._node.check()
+        pos = self._size
+        self._write_all(pos, data)
+        return pos
+
+    def pwrite(self, pos: int, data: bytes | bytearray | memoryview) -> None:
+        self._fs._node.check()
+        self._write_all(pos, data)
+
+    def _write_all(self, pos: int, data: bytes | bytearray | memoryview) -> None:
+        view = memoryview(data)
+        while view:
+            n = os.pwrite(self._fd, view, pos)
+            view, pos = view[n:], pos + n
+        self._size = max(self._size, pos)
+
+    def read(self, pos: int, n: int) -> bytes:
+        self._fs._node.check()
+        return os.pread(self._fd, n, pos)
+
+    def truncate(self, size: int) -> None:
+        self._fs._node.check()
+        os.ftruncate(self._fd, size)
+        self._size = size
+
+    def size(self) -> int:
+        return self._size
+
+    async def fsync(self) -> None:
+        self._fs._node.check()
+        await asyncio.get_running_loop().run_in_executor(None, os.fsync, self._fd)
+        self._fs._node.check()
+
+    def close(self) -> None:
+        if self._fd >= 0:
+            os.close(self._fd)
+            self._fd = -1
+            self._fs._open.discard(self)
+
+
+class RealFileSystem(FileSystem):
+    def __init__(self, root: str, node: "RealNode") -> None:
+        self._root = os.path.abspath(root)
+        self._node = node
+        self._open: set[RealFileHandle] = set()
+        os.makedirs(self._root, exist_ok=True)
+
+    def _p(self, path: str) -> str:
+        full = os.path.normpath(os.path.join(self._root, path.lstrip("/")))
+        if full != self._root and not full.startswith(self._root + os.sep):
+            raise PermissionError(f"path escapes the node's disk: {path}")
+        return full
+
+    def open(self, path: str, create: bool = True) -> FileHandle:
+        self._node.check()
+        flags = os.O_RDWR | (os.O_CREAT if create else 0)
+        fh = RealFileHandle(self, path, os.open(self._p(path), flags, 0o644))
+        self._open.add(fh)
+        return fh
+
+    def exists(self, path: str) -> bool:
+        self._node.check()
+        return os.path.exists(self._p(path))
+
+    def listdir(self, path: str) -> list[str]:
+        self._node.check()
+        return sorted(os.listdir(self._p(path)))
+
+    def mkdir(self, path: str) -> None:
+        self._node.check()
+        os.makedirs(self._p(path), exist_ok=True)
+
+    def rename(self, src: str, dst: str) -> None:
+        self._node.check()
+        os.replace(self._p(src), self._p(dst))
+
+    def unlink(self, path: str) -> None:
+        self._node.check()
+        os.unlink(self._p(path))
+
+    def rmdir(self, path: str) -> None:
+        self._node.check()
+        os.rmdir(self._p(path))
+
+    async def fsync_dir(self, path: str) -> None:
+        self._node.check()
+        full = self._p(path)
+
+        def sync() -> None:
+            fd = os.open(full, os.O_RDONLY)
+            try:
+                os.fsync(fd)
+            finally:
+                os.close(fd)
+
+        await asyncio.get_running_loop().run_in_executor(None, sync)
+
+    def kill(self) -> None:
+        for fh in list(self._open):
+            fh.close()

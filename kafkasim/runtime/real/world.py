@@ -1,0 +1,213 @@
+"""The real world: asyncio tasks and timers, OS sockets, OS files (fsync in a worker thread),
+and ZooKeeper through kazoo or an embedded in-process store.
+
+`RealNode` plays the part SimNode plays in the simulation: it owns every task, timer, stream and
+file of one node, and `kill()` stops them all and refuses later calls (the in-process analogue
+of kill -9; a real kill -9 of a broker process is done by tests with signals).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import time
+from typing import IO, Any, Callable, Coroutine, Generator, Iterable, Optional, TypeVar
+
+from kafkasim.runtime.api import (Cancelled, Coordination, Future, NodeDead, NodeRuntime, Rng,
+                                  Task, Timer)
+from kafkasim.runtime.real.fs import RealFileSystem
+from kafkasim.runtime.real.net import RealNetwork
+from kafkasim.runtime.real.zk import EmbeddedCoordination, KazooCoordination
+from kafkasim.runtime.rng import SeededRng
+
+T = TypeVar("T")
+
+
+class RealFuture(Future[Any]):
+    __slots__ = ("_f",)
+
+    def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
+        self._f: asyncio.Future[Any] = loop.create_future()
+
+    def set_result(self, value: Any) -> None:
+        if not self._f.done():
+            self._f.set_result(value)
+
+    def set_exception(self, exc: BaseException) -> None:
+        if not self._f.done():
+            self._f.set_exception(exc)
+            self._f.exception()  # mark retrieved: an unawaited failure is not a leak here
+
+    def done(self) -> bool:
+        return self._f.done()
+
+    def result(self) -> Any:
+        return self._f.result()
+
+    def __await__(self) -> Generator[Any, Any, Any]:
+        return self._f.__await__()
+
+
+class RealTask(Task):
+    __slots__ = ("name", "_t")
+
+    def __init__(self, t: "asyncio.Task[Any]", name: str) -> None:
+        self._t, self.name = t, name
+
+    def cancel(self) -> None:
+        self._t.cancel()
+
+    def done(self) -> bool:
+        return self._t.done()
+
+    def __await__(self) -> Generator[Any, Any, Any]:
+        return self._t.__await__()
+
+
+class RealTimer(Timer):
+    __slots__ = ("_h",)
+
+    def __init__(self, h: asyncio.TimerHandle) -> None:
+        self._h = h
+
+    def cancel(self) -> None:
+        self._h.cancel()
+
+
+class JsonlTrace:
+    """Trace sink for the real world: JSON lines with wall-clock times (not hashed)."""
+
+    def __init__(self, out: Optional[IO[str]] = None) -> None:
+        self._out = out
+
+    def emit(self, node: str, ev: str, fields: dict[str, Any]) -> None:
+        if self._out is None:
+            return
+        record = dict(fields)
+        record.update(t=time.time() * 1000.0, node=node, ev=ev)
+        self._out.write(json.dumps(record, sort_keys=True, separators=(",", ":"), default=str) + "\n")
+
+
+class RealNode(NodeRuntime):
+    def __init__(self, name: str, data_dir: str, zookeeper: "str | Coordination | None" = None,
+                 host: str = "127.0.0.1", seed: Optional[int] = None,
+                 trace: Optional[JsonlTrace] = None) -> None:
+        self.node = name
+        self.host = host
+        self._alive = True
+        self._tasks: set[asyncio.Task[Any]] = set()
+        self._timers: set[asyncio.TimerHandle] = set()
+        self._seed = seed if seed is not None else int.from_bytes(os.urandom(8), "big")
+        self._trace = trace or JsonlTrace(None)
+        self.failures: list[tuple[str, str, str]] = []
+        self.net = RealNetwork(self)
+        self.fs = RealFileSystem(data_dir, self)
+        # A ZooKeeper connect string means real ZooKeeper through kazoo; None means an embedded
+        # in-process store; a Coordination object is shared (several nodes, one process).
+        if isinstance(zookeeper, str):
+            self.coordination: Coordination = KazooCoordination(zookeeper, self)
+        else:
+            self.coordination = zookeeper if zookeeper is not None else EmbeddedCoordination()
+
+    @property
+    def loop(self) -> asyncio.AbstractEventLoop:
+        return asyncio.get_running_loop()
+
+    def check(self) -> None:
+        if not self._alive:
+            raise NodeDead(self.node)
+
+    def now_ms(self) -> int:
+        return int(time.time() * 1000)
+
+    def monotonic_ms(self) -> float:
+        return time.monotonic() * 1000.0
+
+    async def sleep(self, ms: float) -> None:
+        self.check()
+        await asyncio.sleep(max(0.0, ms) / 1000.0)
+        self.check()
+
+    def call_later(self, ms: float, fn: Callable[[], None]) -> Timer:
+        self.check()
+
+        def fire() -> None:
+            self._timers.discard(handle)
+            if self._alive:
+                try:
+                    fn()
+                except Exception as exc:
+                    self._record_failure("timer", exc)
+
+        handle = self.loop.call_later(max(0.0, ms) / 1000.0, fire)
+        self._timers.add(handle)
+        return RealTimer(handle)
+
+    def future(self) -> Future[Any]:
+        return RealFuture(self.loop)
+
+    def spawn(self, coro: Coroutine[Any, Any, T], name: str = "") -> Task:
+        if not self._alive:
+            coro.close()
+            raise NodeDead(self.node)
+        t = self.loop.create_task(coro, name=name or None)
+        self._tasks.add(t)
+        t.add_done_callback(self._task_done)
+        return RealTask(t, name)
+
+    def _task_done(self, t: "asyncio.Task[Any]") -> None:
+        self._tasks.discard(t)
+        if t.cancelled():
+            return
+        exc = t.exception()
+        if exc is not None and not isinstance(exc, NodeDead):
+            self._record_failure(t.get_name(), exc)
+
+    def _record_failure(self, what: str, exc: BaseException) -> None:
+        self.failures.append((self.node, what, f"{type(exc).__name__}: {exc}"))
+        self._trace.emit(self.node, "task_error", {"task": what, "error": f"{type(exc).__name__}: {exc}"})
+
+    async def wait_first(self, futures: Iterable[Future[Any] | Task], timeout_ms: float | None) -> int | None:
+        self.check()
+        items = [_aio(f) for f in futures]
+        for i, f in enumerate(items):
+            if f.done():
+                return i
+        done, _ = await asyncio.wait(items, timeout=None if timeout_ms is None else max(0.0, timeout_ms) / 1000.0,
+                                     return_when=asyncio.FIRST_COMPLETED)
+        self.check()
+        for i, f in enumerate(items):
+            if f in done:
+                return i
+        return None
+
+    def rng(self, name: str) -> Rng:
+        return SeededRng(self._seed, f"{self.node}/{name}")
+
+    def trace(self, ev: str, **fields: Any) -> None:
+        self._trace.emit(self.node, ev, fields)
+
+    def alive(self) -> bool:
+        return self._alive
+
+    def kill(self) -> None:
+        """Stop every task and timer of this node now; later runtime calls raise NodeDead."""
+        self._alive = False
+        for h in list(self._timers):
+            h.cancel()
+        for t in list(self._tasks):
+            t.cancel()
+        self.net.kill()
+        self.fs.kill()
+
+
+def _aio(item: Future[Any] | Task) -> "asyncio.Future[Any]":
+    if isinstance(item, RealFuture):
+        return item._f
+    if isinstance(item, RealTask):
+        return item._t
+    raise TypeError(f"not a real-world future or task: {item!r}")
+
+
+__all__ = ["RealNode", "RealFuture", "RealTask", "JsonlTrace", "Cancelled"]

@@ -1,0 +1,238 @@
+"""SimNetwork: hosts and TCP-like streams between them, with latency and partitions.
+
+Model. A stream is two directions; each direction is a FIFO of segments (data, FIN or RST)
+with a delivery time drawn per segment from the latency model, never earlier than the previous
+segment's (TCP keeps order). A single "pump" per direction delivers the head segment when its
+time comes. If the path src->dst is blocked at that moment the pump retries after a
+retransmission timeout (as TCP would), so a partition delays bytes rather than dropping them,
+and healing the partition lets the backlog through in order. A connect across a blocked path
+hangs until the caller's timeout; a connect to a host with no listener is refused after one
+round trip.
+
+Crash of a host: its listeners vanish; with `notify_peers` (a process kill: the OS is still up)
+every stream of the host sends an RST after the data already queued; without it (power loss)
+peers hear nothing and must time out.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from typing import Any, Callable, Optional
+
+from kafkasim.runtime.api import (ConnectionClosed, ConnectionRefused, ConnectionReset,
+                                  FrameTooLarge, NodeDead, RuntimeTimeout, Server, Stream,
+                                  StreamHandler)
+from kafkasim.runtime.rng import SeededRng
+from kafkasim.runtime.sim.kernel import Owner, SimFuture, SimKernel
+
+RETRANSMIT_MS = 200.0  # how often a stalled direction re-tries a blocked path
+_DATA, _FIN, _RST = 0, 1, 2
+
+
+class _Direction:
+    """Segments in flight from one end to the other."""
+
+    __slots__ = ("net", "src", "dst", "queue", "last_at", "pumping")
+
+    def __init__(self, net: "SimNetwork", src: "SimStream", dst: "SimStream") -> None:
+        self.net, self.src, self.dst = net, src, dst
+        self.queue: deque[tuple[float, int, bytes]] = deque()
+        self.last_at = 0.0
+        self.pumping = False
+
+    def send(self, kind: int, data: bytes = b"") -> None:
+        net = self.net
+        at = max(net.kernel.now() + net.delay(self.src.local[0], self.dst.local[0]), self.last_at)
+        self.last_at = at
+        self.queue.append((at, kind, data))
+        if not self.pumping:
+            self.pumping = True
+            net.kernel.env.timeout(at - net.kernel.now()).callbacks.append(self._pump)
+
+    def _pump(self, _ev: Any) -> None:
+        net, now = self.net, self.net.kernel.now()
+        if not net.path_up(self.src.local[0], self.dst.local[0]):
+            net.kernel.env.timeout(RETRANSMIT_MS).callbacks.append(self._pump)
+            return
+        while self.queue and self.queue[0][0] <= now:
+            _, kind, data = self.queue.popleft()
+            self.dst._receive(kind, data)
+        if self.queue:
+            net.kernel.env.timeout(self.queue[0][0] - now).callbacks.append(self._pump)
+        else:
+            self.pumping = False
+
+
+class SimStream(Stream):
+    def __init__(self, net: "SimNetwork", owner: Owner, local: tuple[str, int], peer: tuple[str, int]) -> None:
+        self.net = net
+        self.owner = owner
+        self.local, self.peer = local, peer
+        self._buf = bytearray()
+        self._eof = False
+        self._reset = False
+        self._closed = False
+        self._waiter: Optional[SimFuture] = None
+        self._out: Optional[_Direction] = None
+
+    # -- receiving side (called by the peer's direction pump)
+    def _receive(self, kind: int, data: bytes) -> None:
+        if self._reset or not self.owner.alive:
+            return
+        if kind == _DATA:
+            if not self._eof:
+                self._buf += data
+        elif kind == _FIN:
+            self._eof = True
+        else:
+            self._reset = True
+            self._buf.clear()
+        self._wake()
+
+    def _wake(self) -> None:
+        w, self._waiter = self._waiter, None
+        if w is not None:
+            w.set_result(None)
+
+    def _check_alive(self) -> None:
+        if not self.owner.alive:
+            raise NodeDead(self.owner.name)
+
+    # -- Stream API
+    async def read_exactly(self, n: int) -> bytes:
+        self._check_alive()
+        while len(self._buf) < n:
+            if self._reset:
+                raise ConnectionReset(f"{self.peer} reset the connection")
+            if self._closed:
+                raise ConnectionClosed("stream closed locally")
+            if self._eof:
+                raise ConnectionClosed(f"{self.peer} closed the connection")
+            self._waiter = self.net.kernel.future()
+            await self._waiter
+            self._check_alive()
+        out = bytes(self._buf[:n])
+        del self._buf[:n]
+        return out
+
+    async def read_frame(self, max_bytes: int) -> bytes:
+        head = await self.read_exactly(4)
+        size = int.from_bytes(head, "big", signed=True)
+        if size < 0 or size > max_bytes:
+            raise FrameTooLarge(f"frame of {size} bytes (limit {max_bytes})")
+        return await self.read_exactly(size)
+
+    async def write(self, data: bytes | bytearray | memoryview) -> None:
+        self._check_alive()
+        if self._reset:
+            raise ConnectionReset(f"{self.peer} reset the connection")
+        if self._closed or self._out is None:
+            raise ConnectionClosed("write on a closed stream")
+        self._out.send(_DATA, bytes(data))
+
+    def close(self) -> None:
+        if self._closed:
+            return
+        self._closed = True
+        self.net._forget(self)
+        if self._out is not None and not self._reset:
+            self._out.send(_FIN)
+        self._wake()
+
+    def is_closed(self) -> bool:
+        return self._closed or self._reset
+
+    def _crash(self, notify_peer: bool) -> None:
+        if notify_peer and self._out is not None and not self._closed:
+            self._out.send(_RST)
+        self._closed = True
+
+
+class SimServer(Server):
+    def __init__(self, net: "SimNetwork", owner: Owner, host: str, port: int, handler: StreamHandler) -> None:
+        self.net, self.owner, self.host, self.port, self.handler = net, owner, host, port, handler
+
+    def close(self) -> None:
+        self.net.listeners.pop((self.host, self.port), None)
+
+
+class SimNetwork:
+    def __init__(self, kernel: SimKernel, rng: SeededRng, latency_ms: tuple[float, float] = (0.1, 0.8)) -> None:
+        self.kernel = kernel
+        self.rng = rng
+        self.latency_ms = latency_ms
+        self.listeners: dict[tuple[str, int], SimServer] = {}
+        self.blocked: set[tuple[str, str]] = set()  # one-way: (src, dst)
+        self.clog_ms: dict[tuple[str, str], float] = {}
+        self.streams: dict[str, list[SimStream]] = {}
+        self._ports: dict[str, int] = {}
+        self.on_event: Callable[[str, dict[str, Any]], None] = lambda ev, f: None
+
+    # -- topology and faults
+    def path_up(self, src: str, dst: str) -> bool:
+        return (src, dst) not in self.blocked
+
+    def delay(self, src: str, dst: str) -> float:
+        lo, hi = self.latency_ms
+        return lo + (hi - lo) * self.rng.random() + self.clog_ms.get((src, dst), 0.0)
+
+    def block(self, src: str, dst: str) -> None:
+        self.blocked.add((src, dst))
+
+    def partition(self, side_a: list[str], side_b: list[str]) -> None:
+        for a in side_a:
+            for b in side_b:
+                self.blocked.add((a, b))
+                self.blocked.add((b, a))
+
+    def heal(self) -> None:
+        self.blocked.clear()
+        self.clog_ms.clear()
+
+    def clog(self, src: str, dst: str, extra_ms: float) -> None:
+        self.clog_ms[(src, dst)] = extra_ms
+
+    def host_crashed(self, host: str, notify_peers: bool) -> None:
+        for key in [k for k in self.listeners if k[0] == host]:
+            del self.listeners[key]
+        for stream in self.streams.pop(host, []):
+            stream._crash(notify_peers)
+
+    # -- sockets
+    def _ephemeral_port(self, host: str) -> int:
+        port = self._ports.get(host, 49152) + 1
+        self._ports[host] = port
+        return port
+
+    def _forget(self, stream: SimStream) -> None:
+        lst = self.streams.get(stream.local[0])
+        if lst is not None and stream in lst:
+            lst.remove(stream)
+
+    def listen(self, owner: Owner, host: str, port: int, handler: StreamHandler) -> SimServer:
+        if port == 0:
+            port = self._ephemeral_port(host)
+        if (host, port) in self.listeners:
+            raise OSError(98, f"address in use: {host}:{port}")
+        server = SimServer(self, owner, host, port, handler)
+        self.listeners[(host, port)] = server
+        return server
+
+    async def connect(self, owner: Owner, src_host: str, host: str, port: int, timeout_ms: float) -> SimStream:
+        if not (self.path_up(src_host, host) and self.path_up(host, src_host)):
+            await self.kernel.sleep(timeout_ms)
+            raise RuntimeTimeout(f"connect to {host}:{port} timed out after {timeout_ms} ms")
+        await self.kernel.sleep(self.delay(src_host, host))
+        server = self.listeners.get((host, port))
+        if server is None or not server.owner.alive:
+            await self.kernel.sleep(self.delay(host, src_host))
+            raise ConnectionRefused(f"connection refused: {host}:{port}")
+        client = SimStream(self, owner, (src_host, self._ephemeral_port(src_host)), (host, port))
+        accepted = SimStream(self, server.owner, (host, port), client.local)
+        client._out = _Direction(self, client, accepted)
+        accepted._out = _Direction(self, accepted, client)
+        self.streams.setdefault(src_host, []).append(client)
+        self.streams.setdefault(host, []).append(accepted)
+        self.kernel.spawn(server.owner, server.handler(accepted), name=f"conn {client.local[0]}:{client.local[1]}")
+        await self.kernel.sleep(self.delay(host, src_host))
+        return client

@@ -1,0 +1,191 @@
+"""SimWorld: one deterministic simulated universe — clock, network, disks, ZooKeeper, nodes.
+
+A run is a pure function of (scenario, seed, code): every random choice comes from a stream
+split off the root seed by name, every iteration is over insertion-ordered or sorted
+collections, and the wall clock is never read. The trace (one JSON line per event, keys sorted)
+is hashed as it is written; two runs agree iff their hashes do.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from typing import IO, Any, Callable, Coroutine, Iterable, Optional, TypeVar
+
+from kafkasim.runtime.api import (Coordination, FileSystem, Future, Network, NodeDead,
+                                  NodeRuntime, Rng, Server, Stream, StreamHandler, Task, Timer)
+from kafkasim.runtime.rng import SeededRng
+from kafkasim.runtime.sim.filesystem import SimDisk, SimFileSystem
+from kafkasim.runtime.sim.kernel import Owner, SimKernel
+from kafkasim.runtime.sim.network import SimNetwork
+from kafkasim.runtime.sim.zookeeper import SimCoordination, SimZooKeeperServer
+
+T = TypeVar("T")
+
+SIM_EPOCH_MS = 1_767_225_600_000  # 2026-01-01T00:00:00Z: simulated wall clocks start here
+
+
+class Trace:
+    """Canonical JSON lines, hashed incrementally; optionally also written to a file."""
+
+    def __init__(self, out: Optional[IO[str]] = None) -> None:
+        self._hash = hashlib.sha256()
+        self._out = out
+        self.count = 0
+
+    def emit(self, record: dict[str, Any]) -> None:
+        line = json.dumps(record, sort_keys=True, separators=(",", ":")) + "\n"
+        self._hash.update(line.encode())
+        self.count += 1
+        if self._out is not None:
+            self._out.write(line)
+
+    def hexdigest(self) -> str:
+        return self._hash.hexdigest()
+
+
+class SimNet(Network):
+    def __init__(self, world: "SimWorld", owner: Owner, host: str) -> None:
+        self._w, self._owner, self._host = world, owner, host
+
+    async def serve(self, host: str, port: int, handler: StreamHandler) -> Server:
+        if not self._owner.alive:
+            raise NodeDead(self._owner.name)
+        return self._w.net.listen(self._owner, self._host, port, handler)
+
+    async def connect(self, host: str, port: int, timeout_ms: float) -> Stream:
+        if not self._owner.alive:
+            raise NodeDead(self._owner.name)
+        return await self._w.net.connect(self._owner, self._host, host, port, timeout_ms)
+
+
+class SimNodeRuntime(NodeRuntime):
+    def __init__(self, world: "SimWorld", node: "SimNode", owner: Owner) -> None:
+        self._w, self._owner = world, owner
+        self.node = self.host = node.name
+        self.net = SimNet(world, owner, node.name)
+        self.fs: FileSystem = SimFileSystem(node.disk, owner)
+        self.coordination: Coordination = SimCoordination(world.zookeeper, owner, node.name)
+
+    def _check(self) -> None:
+        if not self._owner.alive:
+            raise NodeDead(self._owner.name)
+
+    def now_ms(self) -> int:
+        return SIM_EPOCH_MS + int(self._w.kernel.now())
+
+    def monotonic_ms(self) -> float:
+        return self._w.kernel.now()
+
+    async def sleep(self, ms: float) -> None:
+        self._check()
+        await self._w.kernel.sleep(ms)
+        self._check()
+
+    def call_later(self, ms: float, fn: Callable[[], None]) -> Timer:
+        self._check()
+        return self._w.kernel.call_later(self._owner, ms, fn)
+
+    def future(self) -> Future[Any]:
+        return self._w.kernel.future()
+
+    def spawn(self, coro: Coroutine[Any, Any, T], name: str = "") -> Task:
+        return self._w.kernel.spawn(self._owner, coro, name)
+
+    async def wait_first(self, futures: Iterable[Future[Any] | Task], timeout_ms: float | None) -> int | None:
+        self._check()
+        idx = await self._w.kernel.wait_first(futures, timeout_ms)
+        self._check()
+        return idx
+
+    def rng(self, name: str) -> Rng:
+        return self._w.rng(f"{self.node}/{name}")
+
+    def trace(self, ev: str, **fields: Any) -> None:
+        self._check()
+        self._w.emit(self.node, ev, fields)
+
+    def alive(self) -> bool:
+        return self._owner.alive
+
+
+class SimNode:
+    """A machine: a disk that outlives crashes, and the current process incarnation."""
+
+    def __init__(self, world: "SimWorld", name: str) -> None:
+        self.world = world
+        self.name = name
+        self.disk = SimDisk(name, world.rng(f"disk/{name}"), world.kernel)
+        self.disk.on_event = lambda ev, f: world.emit(name, ev, f)
+        self.incarnation = 0
+        self.owner = Owner(name)
+        self.runtime = SimNodeRuntime(world, self, self.owner)
+
+    @property
+    def alive(self) -> bool:
+        return self.owner.alive
+
+    def crash(self, mode: str = "kill") -> None:
+        """kill: the process dies, the OS resets its connections, the page cache survives;
+        power: the machine loses power, peers hear nothing and unsynced writes resolve by the
+        disk's crash model."""
+        if not self.owner.alive:
+            return
+        self.world.emit(self.name, "node_crash", {"mode": mode, "incarnation": self.incarnation})
+        self.owner.alive = False
+        for task in list(self.owner.tasks.values()):
+            task.kill()
+        self.world.net.host_crashed(self.name, notify_peers=(mode == "kill"))
+        if mode == "power":
+            self.disk.crash()
+
+    def restart(self) -> SimNodeRuntime:
+        if self.owner.alive:
+            raise RuntimeError(f"{self.name} is running")
+        self.incarnation += 1
+        self.owner = Owner(self.name)
+        self.runtime = SimNodeRuntime(self.world, self, self.owner)
+        self.world.emit(self.name, "node_restart", {"incarnation": self.incarnation})
+        return self.runtime
+
+
+class SimWorld:
+    def __init__(self, seed: int, trace_out: Optional[IO[str]] = None,
+                 latency_ms: tuple[float, float] = (0.1, 0.8)) -> None:
+        self.seed = seed
+        self.kernel = SimKernel()
+        self.trace = Trace(trace_out)
+        self._rngs: dict[str, SeededRng] = {}
+        self.net = SimNetwork(self.kernel, self.rng("net"), latency_ms)
+        self.zookeeper = SimZooKeeperServer(self.kernel, self.net)
+        self.zookeeper.on_event = lambda ev, f: self.emit("zookeeper", ev, f)
+        self.kernel.on_failure = lambda owner, what, exc: self.emit(
+            owner, "task_error", {"task": what, "error": f"{type(exc).__name__}: {exc}"})
+        self.nodes: dict[str, SimNode] = {}
+
+    def rng(self, name: str) -> SeededRng:
+        r = self._rngs.get(name)
+        if r is None:
+            r = self._rngs[name] = SeededRng(self.seed, name)
+        return r
+
+    def emit(self, node: str, ev: str, fields: dict[str, Any]) -> None:
+        record = dict(fields)
+        record.update(t=round(self.kernel.now(), 6), node=node, ev=ev)
+        self.trace.emit(record)
+
+    def add_node(self, name: str) -> SimNode:
+        if name in self.nodes:
+            raise ValueError(f"node {name} exists")
+        node = self.nodes[name] = SimNode(self, name)
+        return node
+
+    def run(self, until_ms: Optional[float] = None) -> None:
+        self.kernel.run(until_ms)
+
+    def now_ms(self) -> float:
+        return self.kernel.now()
+
+    @property
+    def failures(self) -> list[tuple[str, str, str]]:
+        return self.kernel.failures

@@ -1,0 +1,212 @@
+"""SimZooKeeper: the ZkStore served from a host of SimNetwork ("zookeeper" by default).
+
+Every operation is a request from the client's host to the ZooKeeper host and a reply back,
+each taking the network's latency; if either direction is blocked the operation fails with
+ConnectionLoss after the session's connection timeout (a third of the session timeout, as
+ZooKeeper clients use). A session stays alive while its pings (every third of the timeout) keep
+reaching the server; the server expires a session it has not heard from within the timeout:
+its ephemeral znodes go and watchers fire. The client learns of the expiry when it next gets
+through, and tells its session listeners (Kafka re-registers the broker then).
+"""
+
+from __future__ import annotations
+
+from typing import Any, Callable, Optional
+
+from kafkasim.runtime.api import (ConnectionLossError, Coordination, NodeDead,
+                                  SessionExpiredError, WatchEvent, Watcher, ZkClient, ZOp, ZStat)
+from kafkasim.runtime.sim.kernel import Owner, SimKernel
+from kafkasim.runtime.sim.network import SimNetwork
+from kafkasim.runtime.zkstore import Firing, ZkStore
+
+
+class SimZooKeeperServer:
+    def __init__(self, kernel: SimKernel, net: SimNetwork, host: str = "zookeeper") -> None:
+        self.kernel, self.net, self.host = kernel, net, host
+        self.store = ZkStore()
+        self.last_heard: dict[int, float] = {}
+        self.timeouts: dict[int, float] = {}
+        self.clients: dict[int, "SimZkClient"] = {}
+        self.expired: set[int] = set()
+        self.on_event: Callable[[str, dict[str, Any]], None] = lambda ev, f: None
+        self._tick()
+
+    def _tick(self) -> None:
+        """Expire sessions not heard from within their timeout; runs every 100 ms of sim time."""
+        now = self.kernel.now()
+        for sid in sorted(self.last_heard):
+            if now - self.last_heard[sid] > self.timeouts[sid]:
+                self.expire(sid)
+        self.kernel.env.timeout(100.0).callbacks.append(lambda _e: self._tick())
+
+    def expire(self, sid: int) -> None:
+        if sid in self.expired or sid not in self.last_heard:
+            return
+        self.expired.add(sid)
+        del self.last_heard[sid]
+        self.on_event("zk_session_expired", {"session": sid})
+        self.deliver(self.store.close_session(sid))
+
+    def deliver(self, firings: list[Firing]) -> None:
+        for f in firings:
+            client = self.clients.get(f.session_id)
+            if client is not None:
+                client._deliver_watch(f.watcher, f.event)
+
+
+class SimZkClient(ZkClient):
+    def __init__(self, server: SimZooKeeperServer, owner: Owner, host: str, session_timeout_ms: int) -> None:
+        self.server, self.owner, self.host = server, owner, host
+        self.timeout_ms = float(session_timeout_ms)
+        self.session_id = server.store.open_session()
+        server.last_heard[self.session_id] = server.kernel.now()
+        server.timeouts[self.session_id] = self.timeout_ms
+        server.clients[self.session_id] = self
+        self._listeners: list[Watcher] = []
+        self._closed = False
+        self._state = "connected"
+        server.kernel.spawn(owner, self._pinger(), name=f"zk-ping {self.session_id}")
+
+    # -- transport
+    def _check(self) -> None:
+        if not self.owner.alive:
+            raise NodeDead(self.owner.name)
+        if self._closed:
+            raise SessionExpiredError("session closed")
+
+    def _path_up(self) -> bool:
+        net, zk = self.server.net, self.server.host
+        return net.path_up(self.host, zk) and net.path_up(zk, self.host)
+
+    async def _rpc(self, fn: Callable[[], Any]) -> Any:
+        self._check()
+        kernel, net, zk = self.server.kernel, self.server.net, self.server.host
+        if not self._path_up():
+            await kernel.sleep(self.timeout_ms / 3)
+            self._check()
+            raise ConnectionLossError(f"zookeeper unreachable from {self.host}")
+        await kernel.sleep(net.delay(self.host, zk))
+        if self.session_id in self.server.expired:
+            self._set_state("expired")
+            raise SessionExpiredError(f"session {self.session_id:#x} expired")
+        self.server.last_heard[self.session_id] = kernel.now()
+        try:
+            result, failure = fn(), None
+        except Exception as exc:
+            result, failure = None, exc
+        await kernel.sleep(net.delay(zk, self.host))
+        self._check()
+        if failure is not None:
+            raise failure
+        return result
+
+    async def _pinger(self) -> None:
+        kernel = self.server.kernel
+        while not self._closed:
+            await kernel.sleep(self.timeout_ms / 3)
+            if self._closed or self.session_id in self.server.expired and self._state == "expired":
+                return
+            if not self._path_up():
+                self._set_state("suspended")
+                continue
+            try:
+                await self._rpc(lambda: None)
+                self._set_state("connected")
+            except SessionExpiredError:
+                return
+            except ConnectionLossError:
+                self._set_state("suspended")
+
+    def _set_state(self, state: str) -> None:
+        if state == self._state:
+            return
+        self._state = state
+        for listener in list(self._listeners):
+            self._call(listener, WatchEvent("session", "", state))
+
+    def _call(self, watcher: Watcher, event: WatchEvent) -> None:
+        if not self.owner.alive or self._closed:
+            return
+        prev, self.server.kernel.current = self.server.kernel.current, self.owner
+        try:
+            watcher(event)
+        except Exception as exc:
+            self.server.kernel._record_failure(self.owner.name, "zk watcher", exc)
+        finally:
+            self.server.kernel.current = prev
+
+    def _deliver_watch(self, watcher: Watcher, event: WatchEvent) -> None:
+        kernel, net = self.server.kernel, self.server.net
+
+        def attempt(_ev: Any) -> None:
+            if self._closed or not self.owner.alive:
+                return
+            if not self._path_up():
+                kernel.env.timeout(100.0).callbacks.append(attempt)
+                return
+            self._call(watcher, event)
+
+        kernel.env.timeout(net.delay(self.server.host, self.host)).callbacks.append(attempt)
+
+    # -- ZkClient API
+    async def create(self, path: str, data: bytes = b"", *, ephemeral: bool = False,
+                     sequential: bool = False, makepath: bool = False) -> str:
+        def op() -> str:
+            p, firings = self.server.store.create(self.session_id, path, data, ephemeral, sequential, makepath)
+            self.server.deliver(firings)
+            return p
+        return await self._rpc(op)  # type: ignore[no-any-return]
+
+    async def get(self, path: str, watch: Optional[Watcher] = None) -> tuple[bytes, ZStat]:
+        return await self._rpc(lambda: self.server.store.get(self.session_id, path, watch))  # type: ignore[no-any-return]
+
+    async def set(self, path: str, data: bytes, version: int = -1) -> ZStat:
+        def op() -> ZStat:
+            st, firings = self.server.store.set(path, data, version)
+            self.server.deliver(firings)
+            return st
+        return await self._rpc(op)  # type: ignore[no-any-return]
+
+    async def delete(self, path: str, version: int = -1, recursive: bool = False) -> None:
+        await self._rpc(lambda: self.server.deliver(self.server.store.delete(path, version, recursive)))
+
+    async def exists(self, path: str, watch: Optional[Watcher] = None) -> Optional[ZStat]:
+        return await self._rpc(lambda: self.server.store.exists(self.session_id, path, watch))  # type: ignore[no-any-return]
+
+    async def get_children(self, path: str, watch: Optional[Watcher] = None) -> list[str]:
+        return await self._rpc(lambda: self.server.store.get_children(self.session_id, path, watch))  # type: ignore[no-any-return]
+
+    async def multi(self, ops: list[ZOp]) -> list[Any]:
+        def op() -> list[Any]:
+            results, firings = self.server.store.multi(self.session_id, ops)
+            self.server.deliver(firings)
+            return results
+        return await self._rpc(op)  # type: ignore[no-any-return]
+
+    def add_session_listener(self, listener: Watcher) -> None:
+        self._listeners.append(listener)
+
+    async def close(self) -> None:
+        if self._closed:
+            return
+        try:
+            await self._rpc(lambda: self.server.deliver(self.server.store.close_session(self.session_id)))
+        finally:
+            self._closed = True
+            self.server.last_heard.pop(self.session_id, None)
+            self.server.clients.pop(self.session_id, None)
+
+
+class SimCoordination(Coordination):
+    def __init__(self, server: SimZooKeeperServer, owner: Owner, host: str) -> None:
+        self.server, self.owner, self.host = server, owner, host
+
+    async def connect(self, session_timeout_ms: int) -> ZkClient:
+        if not self.owner.alive:
+            raise NodeDead(self.owner.name)
+        net, zk = self.server.net, self.server.host
+        if not (net.path_up(self.host, zk) and net.path_up(zk, self.host)):
+            await self.server.kernel.sleep(session_timeout_ms / 3)
+            raise ConnectionLossError(f"zookeeper unreachable from {self.host}")
+        await self.server.kernel.sleep(net.delay(self.host, zk) + net.delay(zk, self.host))
+        return SimZkClient(self.server, self.owner, self.host, session_timeout_ms)
