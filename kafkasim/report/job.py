@@ -102,6 +102,7 @@ def start_spark(master: str) -> Any:
         SparkSession.builder.master(master)
         .appName("kafkasim-report")
         .config("spark.ui.enabled", "false")
+        .config("spark.ui.showConsoleProgress", "false")  # no [Stage 0:> ...] bars on stderr
         .config("spark.sql.shuffle.partitions", "4")
         .config("spark.driver.host", "127.0.0.1")
         .config("spark.driver.bindAddress", "127.0.0.1")
@@ -276,6 +277,9 @@ def _cell(value: Any) -> Any:
         return "true" if value else "false"
     if isinstance(value, (list, tuple)):
         return ";".join(str(v) for v in value)
+    if isinstance(value, float):
+        # 12 significant digits: exact for real inputs, hides 7.9399999999999995.
+        return f"{value:.12g}"
     return value
 
 

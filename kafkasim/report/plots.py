@@ -13,6 +13,7 @@ from typing import Any, Sequence
 
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
+from matplotlib.ticker import MaxNLocator
 
 from kafkasim.report.model import Row
 
@@ -90,6 +91,7 @@ def ratio_hist_png(runs: Sequence[Row]) -> bytes:
     ax.hist(ratios, bins=min(20, max(1, len(set(ratios)))), color="tab:blue")
     ax.set_xlabel("simulated time / wall time")
     ax.set_ylabel("runs")
+    ax.yaxis.set_major_locator(MaxNLocator(integer=True))  # counts: no 0.25 ticks
     ax.set_title(title)
     return _png(fig)
 
@@ -107,6 +109,7 @@ def anomalies_png(anomalies: Sequence[Row]) -> bytes:
     ax.bar(kinds, expected, label="expected", color="tab:gray")
     ax.bar(kinds, unexpected, bottom=expected, label="unexpected", color="tab:red")
     ax.set_ylabel("count")
+    ax.yaxis.set_major_locator(MaxNLocator(integer=True))
     ax.set_title(title)
     ax.tick_params(axis="x", labelrotation=30)
     ax.legend()
