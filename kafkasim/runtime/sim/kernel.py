@@ -257,7 +257,14 @@ class SimKernel:
             self.env.timeout(max(0.0, timeout_ms)).callbacks.append(
                 lambda _e: woke.succeed(None) if not woke.triggered else None)
         try:
-            return await SimAwait(woke)  # type: ignore[no-any-return]
+            await SimAwait(woke)
+            # Several may have completed at the same instant before this task resumed (and a
+            # timeout may coincide with one): answer the lowest index done now, as the contract
+            # says, not the first one whose callback happened to run.
+            for i, ev in enumerate(events):
+                if ev.triggered:
+                    return i
+            return None
         finally:
             for ev in events:
                 if ev.callbacks is not None and on_done in ev.callbacks:
