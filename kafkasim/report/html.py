@@ -10,7 +10,8 @@ from __future__ import annotations
 import base64
 import html
 import shlex
-from typing import Any, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 from kafkasim.report import plots
 from kafkasim.report.model import ANOMALY_COLUMNS, CHECK_COLUMNS, FAULT_COLUMNS, SCENARIO_COLUMNS, ReportData, Row
@@ -100,10 +101,7 @@ def invalid_section(data: ReportData) -> str:
     if not data.invalid:
         return ""
     items = "".join(f"<li><code>{esc(i.path)}</code>: {esc(i.error)}</li>" for i in data.invalid)
-    return (
-        '<h2 class="bad">Invalid run.json (left out of every table)</h2>'
-        f'<ul id="invalid" class="bad">{items}</ul>'
-    )
+    return f'<h2 class="bad">Invalid run.json (left out of every table)</h2><ul id="invalid" class="bad">{items}</ul>'
 
 
 def flaky_section(data: ReportData) -> str:

@@ -20,8 +20,9 @@ from __future__ import annotations
 import csv
 import os
 import tempfile
+from collections.abc import Iterable, Sequence
 from pathlib import Path
-from typing import Any, Iterable, Sequence
+from typing import Any
 
 from kafkasim.report import schema
 from kafkasim.report.model import (
@@ -35,8 +36,6 @@ from kafkasim.report.model import (
     ReportResult,
     Row,
 )
-
-
 
 # --------------------------------------------------------------------------- files
 

@@ -18,7 +18,7 @@ from __future__ import annotations
 import json
 import math
 from pathlib import Path
-from typing import Any, Final
+from typing import Any, Final, cast
 
 SCHEMA_VERSION: Final = 1
 RUN_FILE: Final = "run.json"
@@ -141,7 +141,7 @@ def validate_run(run: Any, path: Path | str = "<run.json>") -> dict[str, Any]:
     if not -(2**63) <= run["seed"] < 2**63:
         raise _fail(path, "seed", "does not fit in a signed 64-bit integer")
     _check_verdict(path, run)
-    return run
+    return cast(dict[str, Any], run)  # shape checked above
 
 
 def load_run(path: str | Path) -> dict[str, Any]:

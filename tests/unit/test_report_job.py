@@ -38,7 +38,11 @@ pytestmark = pytest.mark.spark
 # Check name -> the anomaly kind it reports; `expected` per scenario below.
 CHECK_OF_KIND = {"lost_write": "durability", "duplicate": "idempotence", "stale_read": "linearizability"}
 EXPECTED_CHECKS = {"basic": {"linearizability"}, "partition": {"idempotence"}, "idle<&>": set()}
-SCENARIO_PATHS = {"basic": "scenarios/basic.toml", "partition": "scenarios/partition.toml", "idle<&>": "scenarios/idle.toml"}
+SCENARIO_PATHS = {
+    "basic": "scenarios/basic.toml",
+    "partition": "scenarios/partition.toml",
+    "idle<&>": "scenarios/idle.toml",
+}
 
 
 def make_run(
@@ -71,7 +75,8 @@ def make_run(
         "trace_hash": hashlib.sha256(f"{scenario}/{seed}/{trace_salt}".encode()).hexdigest(),
         "checks": checks,
         "anomalies": [
-            {"kind": k, "expected": CHECK_OF_KIND[k] in expected, "detail": {"offset": i}} for i, k in enumerate(anomalies)
+            {"kind": k, "expected": CHECK_OF_KIND[k] in expected, "detail": {"offset": i}}
+            for i, k in enumerate(anomalies)
         ],
         "stats": {
             "sim_time_ms": 1000.0 * ratio,
@@ -99,7 +104,9 @@ def build_tree(root: Path) -> None:
     write_run(root, f"{new}/basic/seed-1", make_run("basic", 1, ratio=10, lat=(1, 10), anomalies=("stale_read",)))
     for seed in (2, 3, 4):
         write_run(root, f"{new}/basic/seed-{seed}", make_run("basic", seed, ratio=10 * seed, lat=(seed, 10 * seed)))
-    write_run(root, f"{old}/basic/seed-4", make_run("basic", 4, code="0.1.0+old", ratio=50, lat=(5, 50), trace_salt="x"))
+    write_run(
+        root, f"{old}/basic/seed-4", make_run("basic", 4, code="0.1.0+old", ratio=50, lat=(5, 50), trace_salt="x")
+    )
     p = ("partition",)
     write_run(root, f"{new}/partition/seed-1", make_run("partition", 1, ratio=5, lat=(2, 20), faults=p))
     write_run(
@@ -108,12 +115,16 @@ def build_tree(root: Path) -> None:
         make_run("partition", 2, ratio=6, lat=(4, 40), anomalies=("lost_write",), faults=p + ("crash", "crash")),
     )
     write_run(
-        root, f"{new}/partition/seed-3", make_run("partition", 3, ratio=7, lat=(6, 60), anomalies=("duplicate",) * 2, faults=p)
+        root,
+        f"{new}/partition/seed-3",
+        make_run("partition", 3, ratio=7, lat=(6, 60), anomalies=("duplicate",) * 2, faults=p),
     )
     write_run(
         root,
         f"{old}/partition/seed-1",
-        make_run("partition", 1, code="0.1.0+old", ratio=8, lat=(8, 80), anomalies=("lost_write",), faults=p, trace_salt="y"),
+        make_run(
+            "partition", 1, code="0.1.0+old", ratio=8, lat=(8, 80), anomalies=("lost_write",), faults=p, trace_salt="y"
+        ),
     )
     write_run(root, f"{new}/idle/seed-7", make_run("idle<&>", 7, ratio=100, lat=None))
     write_run(root, f"{old}/idle/seed-7", make_run("idle<&>", 7, code="0.1.0+old", ratio=100, lat=None))
@@ -214,11 +225,17 @@ def test_summary_csv(result: ReportResult) -> None:
     ]
     assert sum(r["verdict"] == "fail" for r in rows) == 2
     idle = keyed[("idle<&>", "7", "0.1.0+old")]
-    assert idle["acked"] == "0" and idle["latency_p50_ms"] == "" and idle["run_path"].endswith("old/runs/idle/seed-7/run.json")
+    assert (
+        idle["acked"] == "0"
+        and idle["latency_p50_ms"] == ""
+        and idle["run_path"].endswith("old/runs/idle/seed-7/run.json")
+    )
 
 
 def test_anomalies_csv(result: ReportResult) -> None:
-    rows = [(r["kind"], r["expected"], r["count"], r["runs"], r["scenarios"]) for r in read_csv(result, "anomalies.csv")]
+    rows = [
+        (r["kind"], r["expected"], r["count"], r["runs"], r["scenarios"]) for r in read_csv(result, "anomalies.csv")
+    ]
     assert rows == [
         ("duplicate", "true", "2", "1", "partition"),
         ("lost_write", "false", "2", "2", "partition"),
@@ -253,7 +270,7 @@ def test_html_tables_and_reproduce_commands(result: ReportResult) -> None:
         assert f'<table id="{table_id}">' in html
     scenarios = html.split('<table id="scenarios">')[1].split("</table>")[0]
     assert scenarios.count("<tr>") == 4  # header + 3 scenarios
-    assert "<td>partition</td>" in scenarios and "<td class=\"num\">0.5</td>" in scenarios
+    assert "<td>partition</td>" in scenarios and '<td class="num">0.5</td>' in scenarios
     failing = html.split('<table id="failing">')[1].split("</table>")[0]
     assert "<code>kafkasim run scenarios/partition.toml --seed 2</code>" in failing
     assert "<code>kafkasim run scenarios/partition.toml --seed 1</code>" in failing

@@ -7,8 +7,9 @@ import base64
 import copy
 import json
 import re
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 import pytest
 
@@ -104,7 +105,9 @@ def _set(value: Any, *keys: str) -> Callable[[dict[str, Any]], None]:
         (_set(7, "faults", "0"), "'faults[0]'", "expected an object"),
     ],
 )
-def test_load_run_names_file_and_key(tmp_path: Path, mutate: Callable[[dict[str, Any]], None], key: str, why: str) -> None:
+def test_load_run_names_file_and_key(
+    tmp_path: Path, mutate: Callable[[dict[str, Any]], None], key: str, why: str
+) -> None:
     run = copy.deepcopy(valid_run())
     mutate(run)
     path = write(tmp_path / "runs/x/seed-1/run.json", run)
@@ -201,4 +204,6 @@ def test_single_passing_run_page_degrades_gracefully() -> None:
 
 def test_reproduce_command_quotes_paths() -> None:
     assert reproduce_command({"scenario_path": "sc/a.toml", "seed": 7}) == "kafkasim run sc/a.toml --seed 7"
-    assert reproduce_command({"scenario_path": "my dir/a b.toml", "seed": 0}) == "kafkasim run 'my dir/a b.toml' --seed 0"
+    assert (
+        reproduce_command({"scenario_path": "my dir/a b.toml", "seed": 0}) == "kafkasim run 'my dir/a b.toml' --seed 0"
+    )
