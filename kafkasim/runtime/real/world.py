@@ -46,14 +46,16 @@ class RealFuture(Future[Any]):
         return self._f.result()
 
     def __await__(self) -> Generator[Any, Any, Any]:
-        return self._f.__await__()
+        # Shielded: cancelling one waiter must not cancel the future for every other waiter
+        # (a simulated future stays pending when a waiter is cancelled).
+        return asyncio.shield(self._f).__await__()
 
 
 class RealTask(Task):
-    __slots__ = ("name", "_t")
+    __slots__ = ("name", "_t", "_node")
 
-    def __init__(self, t: "asyncio.Task[Any]", name: str) -> None:
-        self._t, self.name = t, name
+    def __init__(self, t: "asyncio.Task[Any]", name: str, node: "RealNode") -> None:
+        self._t, self.name, self._node = t, name, node
 
     def cancel(self) -> None:
         self._t.cancel()
@@ -62,7 +64,15 @@ class RealTask(Task):
         return self._t.done()
 
     def __await__(self) -> Generator[Any, Any, Any]:
-        return self._t.__await__()
+        # Shielded: asyncio cancels the task an awaiter waits on when the awaiter is cancelled;
+        # in the seam (and the simulation) cancelling the awaiter leaves the awaited task alone.
+        try:
+            return (yield from asyncio.shield(self._t).__await__())
+        except Cancelled:
+            # kill() cancels the node's tasks; their awaiters see NodeDead, as in the simulation.
+            if self._t.cancelled() and not self._node.alive():
+                raise NodeDead(self._node.node) from None
+            raise
 
 
 class RealTimer(Timer):
@@ -99,6 +109,7 @@ class RealNode(NodeRuntime):
         self._tasks: set[asyncio.Task[Any]] = set()
         self._timers: set[asyncio.TimerHandle] = set()
         self._seed = seed if seed is not None else int.from_bytes(os.urandom(8), "big")
+        self._rngs: dict[str, SeededRng] = {}
         self._trace = trace or JsonlTrace(None)
         self.failures: list[tuple[str, str, str]] = []
         self.net = RealNetwork(self)
@@ -154,7 +165,7 @@ class RealNode(NodeRuntime):
         t = self.loop.create_task(coro, name=name or None)
         self._tasks.add(t)
         t.add_done_callback(self._task_done)
-        return RealTask(t, name)
+        return RealTask(t, name, self)
 
     def _task_done(self, t: "asyncio.Task[Any]") -> None:
         self._tasks.discard(t)
@@ -183,7 +194,12 @@ class RealNode(NodeRuntime):
         return None
 
     def rng(self, name: str) -> Rng:
-        return SeededRng(self._seed, f"{self.node}/{name}")
+        # One stream per name, as SimWorld keeps them: asking again continues the stream
+        # instead of replaying the same numbers.
+        r = self._rngs.get(name)
+        if r is None:
+            r = self._rngs[name] = SeededRng(self._seed, f"{self.node}/{name}")
+        return r
 
     def trace(self, ev: str, **fields: Any) -> None:
         self._trace.emit(self.node, ev, fields)
