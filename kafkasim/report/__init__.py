@@ -1,1 +1,21 @@
-"""kafkasim: report."""
+"""kafkasim: report — aggregate a reports tree of run.json files with PySpark.
+
+CLI wiring (``kafkasim report REPORTS_DIR [--out DIR] [--master URL]``)::
+
+    from kafkasim.report.console import format_console
+    from kafkasim.report.job import run_report
+
+    result = run_report(reports_dir, out_dir=out, master=master)  # -> ReportResult
+    print(format_console(result))
+    exit_code = 1 if result.failures or result.invalid else 0  # caller's choice
+
+Outputs (default ``<reports_dir>/summary/``): summary.csv (one row per run),
+scenarios.csv, anomalies.csv, checks.csv, faults.csv and a self-contained
+index.html.  Malformed run.json files are listed as invalid (result.invalid,
+console, page) and left out of the tables; ``run_report(..., strict=True)``
+raises ``ValueError`` naming the file and key instead.
+
+Modules: schema (run.json contract, validator, Spark StructType), job (Spark
+aggregation + file output), html / plots (the page), console (rich summary),
+model (plain result dataclasses).  Only ``job`` imports pyspark, lazily.
+"""
