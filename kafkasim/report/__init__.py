@@ -17,5 +17,7 @@ raises ``ValueError`` naming the file and key instead.
 
 Modules: schema (run.json contract, validator, Spark StructType), job (Spark
 aggregation + file output), html / plots (the page), console (rich summary),
-model (plain result dataclasses).  Only ``job`` imports pyspark, lazily.
+model (plain result dataclasses).  pyspark and matplotlib are imported
+lazily, inside the functions that need them, so importing this package (or
+console/job) from the CLI costs nothing until a report actually runs.
 """

@@ -13,7 +13,6 @@ import shlex
 from collections.abc import Sequence
 from typing import Any
 
-from kafkasim.report import plots
 from kafkasim.report.model import ANOMALY_COLUMNS, CHECK_COLUMNS, FAULT_COLUMNS, SCENARIO_COLUMNS, ReportData, Row
 
 _CSS = """
@@ -111,6 +110,9 @@ def flaky_section(data: ReportData) -> str:
 
 
 def plots_section(data: ReportData) -> str:
+    # Lazy: console.py imports this module and must not need matplotlib.
+    from kafkasim.report import plots
+
     imgs = []
     for alt, png in plots.all_plots(data.scenarios, data.runs, data.anomalies):
         b64 = base64.b64encode(png).decode("ascii")
