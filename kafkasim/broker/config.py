@@ -1,0 +1,46 @@
+"""Broker configuration, named as Kafka names it (server.properties keys in comments)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field, fields
+from typing import Any
+
+from kafkasim.storage.log import LogConfig
+
+
+@dataclass
+class BrokerConfig:
+    broker_id: int = 0                         # broker.id
+    host: str = "127.0.0.1"                    # the host part of listeners / advertised.listeners
+    port: int = 9092                           # the port part of listeners (0 = any free port)
+    log_dir: str = "kafka-logs"                # log.dirs (one directory)
+    rack: str | None = None                    # broker.rack
+    num_partitions: int = 1                    # num.partitions
+    default_replication_factor: int = 1        # default.replication.factor
+    auto_create_topics_enable: bool = True     # auto.create.topics.enable
+    socket_request_max_bytes: int = 104857600  # socket.request.max.bytes
+    message_max_bytes: int = 1048588           # message.max.bytes
+    log_segment_bytes: int = 1 << 30           # log.segment.bytes
+    log_flush_interval_messages: int = 2**63 - 1  # log.flush.interval.messages
+    zookeeper_session_timeout_ms: int = 18000  # zookeeper.session.timeout.ms
+    fetch_max_bytes: int = 57671680            # fetch.max.bytes
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    def log_config(self) -> LogConfig:
+        return LogConfig(segment_bytes=self.log_segment_bytes,
+                         flush_messages=self.log_flush_interval_messages,
+                         max_message_bytes=self.message_max_bytes)
+
+    @classmethod
+    def from_properties(cls, props: dict[str, Any]) -> "BrokerConfig":
+        """Build from Kafka-style keys (`broker.id`, `log.segment.bytes`, ...); unknown keys are
+        kept in `extra` so a scenario can carry configs later features read."""
+        known = {f.name for f in fields(cls)}
+        kwargs: dict[str, Any] = {}
+        extra: dict[str, Any] = {}
+        for key, value in props.items():
+            name = key.replace(".", "_")
+            if name == "log_dirs":
+                name = "log_dir"
+            (kwargs if name in known and name != "extra" else extra)[name if name in known else key] = value
+        return cls(**kwargs, extra=extra)

@@ -1,0 +1,129 @@
+"""ReplicaManager: the partitions this broker hosts; appends (Produce) and reads (Fetch), with
+the DelayedFetch long poll.
+
+DelayedFetch: a fetch that finds fewer than `min_bytes` waits until an append to one of its
+partitions wakes it or `max_wait_ms` passes, then reads again — Kafka's purgatory semantics,
+expressed as a wait on futures the partitions resolve.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Optional
+
+from kafkasim.protocol import errors as E
+from kafkasim.broker.partition import AppendError, Partition, validate_produce_records
+from kafkasim.runtime.api import FileSystem, NodeRuntime
+from kafkasim.storage.log import AppendInfo, Log, LogConfig
+
+
+@dataclass
+class PartitionAppendResult:
+    error_code: int
+    base_offset: int = -1
+    log_start_offset: int = -1
+    error_message: Optional[str] = None
+    info: Optional[AppendInfo] = None
+
+
+@dataclass
+class FetchSpec:
+    topic: str
+    partition: int
+    fetch_offset: int
+    max_bytes: int
+
+
+@dataclass
+class FetchResult:
+    error_code: int
+    high_watermark: int = -1
+    log_start_offset: int = -1
+    records: bytes = b""
+
+
+@dataclass
+class ReplicaManager:
+    rt: NodeRuntime
+    log_dir: str
+    log_config: LogConfig
+    partitions: dict[tuple[str, int], Partition] = field(default_factory=dict)
+
+    @property
+    def fs(self) -> FileSystem:
+        return self.rt.fs
+
+    def get_partition(self, topic: str, partition: int) -> Optional[Partition]:
+        return self.partitions.get((topic, partition))
+
+    def make_leader(self, topic: str, partition: int, leader_epoch: int) -> Partition:
+        """Open (recovering) the local log and lead it — what a LeaderAndIsr request does."""
+        p = self.partitions.get((topic, partition))
+        if p is None:
+            log = Log.open(self.fs, f"{self.log_dir}/{topic}-{partition}", self.log_config)
+            for t in log.recovery_truncations:
+                self.rt.trace("log_recovery", topic=topic, partition=partition, **t)
+            p = self.partitions[(topic, partition)] = Partition(topic, partition, log, leader_epoch, True)
+        p.leader_epoch, p.is_leader = leader_epoch, True
+        return p
+
+    # ---------------------------------------------------------------- produce
+    async def append_records(self, topic: str, partition: int, records: Any) -> PartitionAppendResult:
+        p = self.partitions.get((topic, partition))
+        if p is None:
+            return PartitionAppendResult(E.UNKNOWN_TOPIC_OR_PARTITION)
+        try:
+            validated = validate_produce_records(records, self.log_config)
+            info = p.append_records_to_leader(validated)
+        except AppendError as exc:
+            return PartitionAppendResult(exc.error_code, log_start_offset=p.log_start_offset, error_message=str(exc))
+        if p.log.needs_flush():
+            await p.log.flush()  # flush.messages reached: durable before the ack
+        return PartitionAppendResult(E.NONE, info.first_offset, p.log_start_offset, info=info)
+
+    # ---------------------------------------------------------------- fetch
+    def read_once(self, specs: list[FetchSpec], max_bytes: int, committed: bool) -> tuple[list[FetchResult], int]:
+        results: list[FetchResult] = []
+        total = 0
+        for s in specs:
+            p = self.partitions.get((s.topic, s.partition))
+            if p is None:
+                results.append(FetchResult(E.UNKNOWN_TOPIC_OR_PARTITION))
+                continue
+            if not p.is_leader:
+                results.append(FetchResult(E.NOT_LEADER_OR_FOLLOWER))
+                continue
+            if s.fetch_offset < p.log_start_offset or s.fetch_offset > p.log_end_offset:
+                results.append(FetchResult(E.OFFSET_OUT_OF_RANGE, p.high_watermark, p.log_start_offset))
+                continue
+            # fetch.max.bytes caps the response, but the first batch always goes out (KIP-74).
+            budget = min(s.max_bytes, max_bytes - total) if total else s.max_bytes
+            data = p.read(s.fetch_offset, max(budget, 0), committed) if budget > 0 or not total else b""
+            total += len(data)
+            results.append(FetchResult(E.NONE, p.high_watermark, p.log_start_offset, data))
+        return results, total
+
+    async def fetch_messages(self, specs: list[FetchSpec], max_wait_ms: int, min_bytes: int, max_bytes: int,
+                             committed: bool) -> list[FetchResult]:
+        deadline = self.rt.monotonic_ms() + max(0, max_wait_ms)
+        while True:
+            results, total = self.read_once(specs, max_bytes, committed)
+            remaining = deadline - self.rt.monotonic_ms()
+            if total >= max(min_bytes, 1) or remaining <= 0 or any(r.error_code for r in results):
+                return results
+            await self._wait_for_data(specs, remaining)
+
+    async def _wait_for_data(self, specs: list[FetchSpec], timeout_ms: float) -> None:
+        fut = self.rt.future()
+        waiting = [p for s in specs if (p := self.partitions.get((s.topic, s.partition))) is not None]
+        for p in waiting:
+            p.add_waiter(fut)
+        try:
+            await self.rt.wait_first([fut], timeout_ms)
+        finally:
+            for p in waiting:
+                p.remove_waiter(fut)
+
+    def shutdown(self) -> None:
+        for p in self.partitions.values():
+            p.log.close()

@@ -1,0 +1,84 @@
+"""SocketServer: accepts connections and runs each one's request loop.
+
+Kafka processes one request per connection at a time and answers in order (it mutes the
+channel while a request is in flight); the loop below does exactly that by awaiting each
+handler before reading the next frame. Bad input closes that one connection, as Kafka does:
+a frame above socket.request.max.bytes, an unknown api key, a malformed header or body, or an
+unsupported version of any API but ApiVersions — which instead gets Kafka's KIP-511 answer
+(error 35 in a v0 body listing the supported ApiVersions range).
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from kafkasim.broker.kafka_apis import SUPPORTED_VERSIONS
+from kafkasim.protocol import api as A
+from kafkasim.protocol.errors import ProtocolError
+from kafkasim.protocol.framing import (api_versions_unsupported_response, encode_response,
+                                       parse_request_frame, peek_request_ids)
+from kafkasim.runtime.api import ConnectionClosed, FrameTooLarge, NetworkError, Server, Stream
+
+if TYPE_CHECKING:
+    from kafkasim.broker.server import KafkaServer
+
+
+class SocketServer:
+    def __init__(self, server: "KafkaServer") -> None:
+        self.server = server
+        self.listener: Server | None = None
+        self.connections = 0
+
+    async def start(self, host: str, port: int) -> int:
+        self.listener = await self.server.rt.net.serve(host, port, self.handle_connection)
+        return self.listener.port
+
+    def stop(self) -> None:
+        if self.listener is not None:
+            self.listener.close()
+
+    async def handle_connection(self, stream: Stream) -> None:
+        self.connections += 1
+        try:
+            await self._serve(stream)
+        except (ConnectionClosed, NetworkError):
+            pass  # the client went away; nothing of theirs is pending
+        finally:
+            self.connections -= 1
+            stream.close()
+
+    async def _serve(self, stream: Stream) -> None:
+        rt = self.server.rt
+        apis = self.server.apis
+        max_bytes = self.server.config.socket_request_max_bytes
+        while True:
+            try:
+                frame = await stream.read_frame(max_bytes)
+            except FrameTooLarge as exc:
+                rt.trace("connection_closed", peer=list(stream.peer), reason=str(exc))
+                return
+            reply = await self._process(memoryview(frame), stream)
+            if reply is False:
+                return
+
+    async def _process(self, frame: memoryview, stream: Stream) -> bool:
+        rt, apis = self.server.rt, self.server.apis
+        try:
+            ids = peek_request_ids(frame)
+            if not apis.is_supported(ids.api_key, ids.api_version):
+                if ids.api_key == A.API_VERSIONS:
+                    lo, hi = SUPPORTED_VERSIONS[A.API_VERSIONS]
+                    await stream.write(api_versions_unsupported_response(ids.correlation_id, lo, hi))
+                    return True
+                raise ProtocolError(f"unsupported api key {ids.api_key} version {ids.api_version}")
+            header, body = parse_request_frame(frame)
+            info = A.api_info(header.request_api_key)
+            request = info.request.decode(body, header.request_api_version)
+        except ProtocolError as exc:
+            rt.trace("connection_closed", peer=list(stream.peer), reason=f"bad request: {exc}")
+            return False
+        response = await apis.handle(header, request)
+        if response is not None:
+            await stream.write(encode_response(header.request_api_key, header.request_api_version,
+                                               header.correlation_id, response))
+        return True

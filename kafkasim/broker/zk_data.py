@@ -1,0 +1,129 @@
+"""Kafka's ZooKeeper layout and znode contents (ZooKeeper mode), as Kafka 3.9 writes them.
+
+Checked against a real Kafka 3.9.1 broker (`realkafka zk DIR get PATH`):
+
+  /cluster/id                                {"version":"1","id":"<22-char base64url uuid>"}
+  /brokers/ids/<id>         (ephemeral)      {"features":{},"listener_security_protocol_map":{"PLAINTEXT":"PLAINTEXT"},
+                                              "endpoints":["PLAINTEXT://127.0.0.1:9092"],"jmx_port":-1,"port":9092,
+                                              "host":"127.0.0.1","version":5,"timestamp":"<ms>"}   (+ "rack" when set)
+  /brokers/topics/<t>                        {"partitions":{"0":[0]},"topic_id":"<uuid>","adding_replicas":{},
+                                              "removing_replicas":{},"version":3}
+  /brokers/topics/<t>/partitions/<p>/state   {"controller_epoch":1,"leader":0,"version":1,"leader_epoch":0,"isr":[0]}
+  /controller               (ephemeral)      {"version":2,"brokerid":0,"timestamp":"<ms>","kraftControllerEpoch":-1}
+  /controller_epoch                          1
+  /config/topics/<t>                         {"version":1,"config":{}}
+
+JSON is compact with keys in Kafka's order (insertion order here).
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+from dataclasses import dataclass
+from typing import Any
+
+CLUSTER_ID = "/cluster/id"
+BROKER_IDS = "/brokers/ids"
+BROKER_TOPICS = "/brokers/topics"
+BROKER_SEQID = "/brokers/seqid"
+CONTROLLER = "/controller"
+CONTROLLER_EPOCH = "/controller_epoch"
+CONFIG_TOPICS = "/config/topics"
+ADMIN_DELETE_TOPICS = "/admin/delete_topics"
+ISR_CHANGE_NOTIFICATION = "/isr_change_notification"
+LOG_DIR_EVENT_NOTIFICATION = "/log_dir_event_notification"
+
+# Created at startup by every Kafka broker (KafkaZkClient.createTopLevelPaths).
+PERSISTENT_PATHS = ("/consumers", "/brokers/ids", "/brokers/topics", "/config/changes", "/admin/delete_topics",
+                    "/brokers/seqid", "/isr_change_notification", "/latest_producer_id_block",
+                    "/log_dir_event_notification", "/config/topics", "/config/clients", "/config/users",
+                    "/config/brokers", "/config/ips")
+
+
+def _dump(obj: Any) -> bytes:
+    return json.dumps(obj, separators=(",", ":")).encode()
+
+
+def uuid_to_str(raw: bytes) -> str:
+    """Kafka's Uuid.toString: base64url without padding (22 characters)."""
+    return base64.urlsafe_b64encode(raw).decode().rstrip("=")
+
+
+def uuid_from_str(s: str) -> bytes:
+    return base64.urlsafe_b64decode(s + "=" * (-len(s) % 4))
+
+
+def topic_path(topic: str) -> str:
+    return f"{BROKER_TOPICS}/{topic}"
+
+
+def partition_state_path(topic: str, partition: int) -> str:
+    return f"{BROKER_TOPICS}/{topic}/partitions/{partition}/state"
+
+
+def cluster_id_json(cluster_id: str) -> bytes:
+    return _dump({"version": "1", "id": cluster_id})
+
+
+def broker_registration_json(host: str, port: int, timestamp_ms: int, rack: str | None) -> bytes:
+    reg: dict[str, Any] = {"features": {}, "listener_security_protocol_map": {"PLAINTEXT": "PLAINTEXT"},
+                           "endpoints": [f"PLAINTEXT://{host}:{port}"], "jmx_port": -1}
+    if rack is not None:
+        reg["rack"] = rack
+    reg.update(port=port, host=host, version=5, timestamp=str(timestamp_ms))
+    return _dump(reg)
+
+
+@dataclass(frozen=True)
+class BrokerInfo:
+    broker_id: int
+    host: str
+    port: int
+    rack: str | None
+
+
+def parse_broker_registration(broker_id: int, data: bytes) -> BrokerInfo:
+    reg = json.loads(data)
+    host, port = reg.get("host"), reg.get("port")
+    if not host:  # newer registrations may carry only endpoints
+        endpoint = reg["endpoints"][0].split("://", 1)[1]
+        host, port_s = endpoint.rsplit(":", 1)
+        port = int(port_s)
+    return BrokerInfo(broker_id, host, int(port), reg.get("rack"))
+
+
+def topic_assignment_json(assignment: dict[int, list[int]], topic_id: str) -> bytes:
+    return _dump({"partitions": {str(p): r for p, r in sorted(assignment.items())}, "topic_id": topic_id,
+                  "adding_replicas": {}, "removing_replicas": {}, "version": 3})
+
+
+def parse_topic_assignment(data: bytes) -> tuple[dict[int, list[int]], str | None]:
+    obj = json.loads(data)
+    return {int(p): list(r) for p, r in obj["partitions"].items()}, obj.get("topic_id")
+
+
+def partition_state_json(leader: int, leader_epoch: int, isr: list[int], controller_epoch: int) -> bytes:
+    return _dump({"controller_epoch": controller_epoch, "leader": leader, "version": 1,
+                  "leader_epoch": leader_epoch, "isr": isr})
+
+
+@dataclass(frozen=True)
+class PartitionState:
+    leader: int
+    leader_epoch: int
+    isr: list[int]
+    controller_epoch: int
+
+
+def parse_partition_state(data: bytes) -> PartitionState:
+    obj = json.loads(data)
+    return PartitionState(obj["leader"], obj["leader_epoch"], list(obj["isr"]), obj["controller_epoch"])
+
+
+def controller_json(broker_id: int, timestamp_ms: int) -> bytes:
+    return _dump({"version": 2, "brokerid": broker_id, "timestamp": str(timestamp_ms), "kraftControllerEpoch": -1})
+
+
+def topic_config_json(config: dict[str, str]) -> bytes:
+    return _dump({"version": 1, "config": config})
