@@ -9,7 +9,9 @@ a fresh universe from the same seed, which is what lets the rng tests compare tw
 from __future__ import annotations
 
 import asyncio
+import io
 import itertools
+import json
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Awaitable, Callable, Optional
@@ -69,9 +71,16 @@ class SimHarness(World):
     limit_ms: float = SIM_LIMIT_MS
     kind: str = "sim"
     last: Optional[SimWorld] = None
+    _trace: io.StringIO = field(default_factory=io.StringIO)
+
+    def trace_events(self, ev: str) -> list[dict[str, Any]]:
+        """The last run's trace records of one event type (what the fault model decided)."""
+        records = [json.loads(line) for line in self._trace.getvalue().splitlines()]
+        return [r for r in records if r["ev"] == ev]
 
     def run(self, main: Main) -> Any:
-        world = self.last = SimWorld(self.seed)
+        self._trace = io.StringIO()
+        world = self.last = SimWorld(self.seed, trace_out=self._trace)
         nodes: dict[str, SimNode] = {}
 
         def node(name: str) -> NodeRuntime:

@@ -1,0 +1,143 @@
+"""Sim-only: the fault models the real world cannot show on demand — a partition expiring a
+ZooKeeper session, and what a power loss leaves on a SimFileSystem."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from kafkasim.runtime.api import WatchEvent
+from runtime_worlds import Ctx, SimHarness
+
+SESSION_MS = 3_000
+
+
+def test_partition_from_zookeeper_expires_the_session() -> None:
+    async def main(ctx: Ctx) -> dict[str, Any]:
+        assert ctx.sim is not None
+        observer = await ctx.rt.coordination.connect(SESSION_MS)
+        broker = await ctx.node("broker").coordination.connect(SESSION_MS)
+        states: list[str] = []
+        broker.add_session_listener(lambda ev: states.append(ev.state))
+        await broker.create("/brokers", makepath=True)
+        await broker.create("/brokers/1", b"b1", ephemeral=True)
+        gone = ctx.rt.future()
+
+        def on_delete(ev: WatchEvent) -> None:
+            gone.set_result((ev.type, ctx.rt.monotonic_ms()))
+
+        await observer.exists("/brokers/1", watch=on_delete)
+        cut_at = ctx.rt.monotonic_ms()
+        ctx.sim.net.partition(["broker"], ["zookeeper"])
+        await ctx.rt.sleep(SESSION_MS / 2)
+        still_there = await observer.exists("/brokers/1") is not None  # before the timeout
+        event, at = await gone
+        ctx.sim.net.heal()
+        await ctx.rt.sleep(2 * SESSION_MS)  # the broker's pinger gets through and learns
+        return {"still_there_before_timeout": still_there, "event": event,
+                "expired_after_timeout": at - cut_at > SESSION_MS,
+                "expired_within_timeout_plus_tick": at - cut_at < SESSION_MS + 500,
+                "ephemeral": await observer.exists("/brokers/1"), "states": states}
+
+    assert SimHarness(seed=3).run(main) == {
+        "still_there_before_timeout": True, "event": "deleted", "expired_after_timeout": True,
+        "expired_within_timeout_plus_tick": True, "ephemeral": None,
+        "states": ["suspended", "expired"]}
+
+
+async def write_files(ctx: Ctx) -> dict[str, bytes]:
+    """On node "disk": a durable base, unsynced appends, and an entry never made durable."""
+    rt = ctx.node("disk")
+    rt.fs.mkdir("d")
+    await rt.fs.fsync_dir("")
+    f = rt.fs.open("d/log")
+    f.append(b"durable|")
+    await f.fsync()
+    await rt.fs.fsync_dir("d")
+    for chunk in (b"one|", b"two|", b"three|"):
+        f.append(chunk)
+    g = rt.fs.open("d/new")  # data synced, directory entry not
+    g.append(b"synced data, unsynced entry")
+    await g.fsync()
+    return {"log": f.read(0, 100), "new": g.read(0, 100)}
+
+
+@pytest.mark.parametrize("seed", range(24))
+def test_power_loss_keeps_fsynced_data_and_resolves_the_rest_as_traced(seed: int) -> None:
+    harness = SimHarness(seed=seed)
+
+    async def main(ctx: Ctx) -> dict[str, Any]:
+        before = await write_files(ctx)
+        assert ctx.sim is not None
+        ctx.sim.nodes["disk"].crash("power")
+        rt = ctx.sim.nodes["disk"].restart()
+        log = rt.fs.open("d/log", create=False).read(0, 100)
+        new = rt.fs.open("d/new", create=False).read(0, 100) if rt.fs.exists("d/new") else None
+        return {"before": before, "log": log, "new": new}
+
+    out = harness.run(main)
+    [file_ev] = [e for e in harness.trace_events("disk_crash_file") if e["path"] == "d/log"]
+    entry_evs = {e["path"]: e for e in harness.trace_events("disk_crash_entry")}
+    assert out["before"]["log"] == b"durable|one|two|three|"
+    pending = [b"one|", b"two|", b"three|"]
+    assert file_ev["pending_ops"] == 3
+    kept = {"keep_all": 3, "drop_all": 0}.get(file_ev["mode"], file_ev["kept_ops"])
+    assert file_ev["kept_ops"] == kept
+    # fsynced bytes always survive; of the rest exactly the traced prefix does.
+    assert out["log"] == b"durable|" + b"".join(pending[:kept])
+    assert "d/log" not in entry_evs  # its entry was made durable by fsync_dir("d")
+    survives = entry_evs["d/new"]["survives"]
+    assert out["new"] == (b"synced data, unsynced entry" if survives else None)
+
+
+def test_power_loss_modes_all_occur_across_seeds() -> None:
+    """The parametrized test above is only meaningful if the seeds exercise every mode."""
+    modes: set[str] = set()
+    entries: set[bool] = set()
+    for seed in range(24):
+        h = SimHarness(seed=seed)
+
+        async def main(ctx: Ctx) -> None:
+            await write_files(ctx)
+            assert ctx.sim is not None
+            ctx.sim.nodes["disk"].crash("power")
+
+        h.run(main)
+        modes |= {e["mode"] for e in h.trace_events("disk_crash_file")}
+        entries |= {e["survives"] for e in h.trace_events("disk_crash_entry")}
+    assert modes == {"keep_all", "drop_all", "prefix"}
+    assert entries == {True, False}
+
+
+def test_process_kill_keeps_the_page_cache() -> None:
+    async def main(ctx: Ctx) -> dict[str, Any]:
+        before = await write_files(ctx)
+        assert ctx.sim is not None
+        ctx.kill("disk")  # kill -9: the OS survives, so unsynced writes and entries do too
+        rt = ctx.sim.nodes["disk"].restart()
+        return {"same": before == {"log": rt.fs.open("d/log", create=False).read(0, 100),
+                                   "new": rt.fs.open("d/new", create=False).read(0, 100)}}
+
+    h = SimHarness()
+    assert h.run(main) == {"same": True}
+    assert h.trace_events("disk_crash_file") == [] and h.trace_events("disk_crash_entry") == []
+
+
+def test_same_seed_same_trace_hash() -> None:
+    """Determinism of the harness itself: a sim run is a pure function of its seed."""
+    def run(seed: int) -> str:
+        h = SimHarness(seed=seed)
+
+        async def main(ctx: Ctx) -> None:
+            await write_files(ctx)
+            assert ctx.sim is not None
+            ctx.sim.nodes["disk"].crash("power")
+            ctx.sim.nodes["disk"].restart()
+
+        h.run(main)
+        assert h.last is not None
+        return h.last.trace.hexdigest()
+
+    assert run(5) == run(5)
+    assert run(5) != run(6)
