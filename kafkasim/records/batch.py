@@ -55,9 +55,9 @@ as opaque bytes from socket to disk.
 from __future__ import annotations
 
 import struct
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from enum import IntEnum
-from typing import Iterator, Sequence
 
 from . import compression as _compression
 from .compression import CompressionType, codec_of
@@ -239,8 +239,10 @@ class BatchHeader:
 def peek_magic(buf: Buffer, pos: int = 0) -> int:
     """Magic byte of the batch/message at ``pos`` (byte 16 in every format)."""
     if len(buf) - pos < HEADER_SIZE_UP_TO_MAGIC:
-        raise CorruptRecordError(CorruptReason.TRUNCATED, "fewer than 17 bytes: no magic byte yet", pos)
-    return _INT8.unpack_from(buf, pos + MAGIC_OFFSET)[0]
+        raise CorruptRecordError(
+            CorruptReason.TRUNCATED, "fewer than 17 bytes: no magic byte yet", pos
+        )
+    return int(_INT8.unpack_from(buf, pos + MAGIC_OFFSET)[0])
 
 
 def read_header(buf: Buffer, pos: int = 0) -> BatchHeader:
@@ -248,9 +250,13 @@ def read_header(buf: Buffer, pos: int = 0) -> BatchHeader:
     magic = peek_magic(buf, pos)
     if magic != MAGIC_VALUE_V2:
         # magic 0/1 use a different layout after byte 16: see legacy.py.
-        raise CorruptRecordError(CorruptReason.BAD_MAGIC, f"magic {magic}, expected 2", pos)
+        raise CorruptRecordError(
+            CorruptReason.BAD_MAGIC, f"magic {magic}, expected 2", pos
+        )
     if len(buf) - pos < RECORD_BATCH_OVERHEAD:
-        raise CorruptRecordError(CorruptReason.TRUNCATED, "fewer than 61 bytes of batch header", pos)
+        raise CorruptRecordError(
+            CorruptReason.TRUNCATED, "fewer than 61 bytes of batch header", pos
+        )
     return BatchHeader(*_HEADER.unpack_from(buf, pos))
 
 
@@ -258,26 +264,52 @@ def _check_frame(buf: Buffer, pos: int, max_batch_size: int | None) -> int:
     """Length sanity of the batch at ``pos``; returns its size in bytes."""
     remaining = len(buf) - pos
     if remaining < LOG_OVERHEAD:
-        raise CorruptRecordError(CorruptReason.TRUNCATED, f"{remaining} bytes, need 12 for offset+length", pos)
+        raise CorruptRecordError(
+            CorruptReason.TRUNCATED,
+            f"{remaining} bytes, need 12 for offset+length",
+            pos,
+        )
     (batch_length,) = _INT32.unpack_from(buf, pos + LENGTH_OFFSET)
     if batch_length < MIN_BATCH_LENGTH:
-        if remaining >= HEADER_SIZE_UP_TO_MAGIC and buf[pos + MAGIC_OFFSET] != MAGIC_VALUE_V2:
-            raise CorruptRecordError(CorruptReason.BAD_MAGIC, f"magic {buf[pos + MAGIC_OFFSET]}, expected 2", pos)
-        raise CorruptRecordError(CorruptReason.BAD_LENGTH, f"batchLength {batch_length} < {MIN_BATCH_LENGTH}", pos)
+        if (
+            remaining >= HEADER_SIZE_UP_TO_MAGIC
+            and buf[pos + MAGIC_OFFSET] != MAGIC_VALUE_V2
+        ):
+            raise CorruptRecordError(
+                CorruptReason.BAD_MAGIC,
+                f"magic {buf[pos + MAGIC_OFFSET]}, expected 2",
+                pos,
+            )
+        raise CorruptRecordError(
+            CorruptReason.BAD_LENGTH,
+            f"batchLength {batch_length} < {MIN_BATCH_LENGTH}",
+            pos,
+        )
     if max_batch_size is not None and batch_length + LOG_OVERHEAD > max_batch_size:
         raise CorruptRecordError(
-            CorruptReason.TOO_LARGE, f"batch of {batch_length + LOG_OVERHEAD} bytes > {max_batch_size}", pos
+            CorruptReason.TOO_LARGE,
+            f"batch of {batch_length + LOG_OVERHEAD} bytes > {max_batch_size}",
+            pos,
         )
-    if remaining >= HEADER_SIZE_UP_TO_MAGIC and buf[pos + MAGIC_OFFSET] != MAGIC_VALUE_V2:
-        raise CorruptRecordError(CorruptReason.BAD_MAGIC, f"magic {buf[pos + MAGIC_OFFSET]}, expected 2", pos)
+    if (
+        remaining >= HEADER_SIZE_UP_TO_MAGIC
+        and buf[pos + MAGIC_OFFSET] != MAGIC_VALUE_V2
+    ):
+        raise CorruptRecordError(
+            CorruptReason.BAD_MAGIC, f"magic {buf[pos + MAGIC_OFFSET]}, expected 2", pos
+        )
     if batch_length + LOG_OVERHEAD > remaining:
         raise CorruptRecordError(
-            CorruptReason.TRUNCATED, f"batch needs {batch_length + LOG_OVERHEAD} bytes, {remaining} left", pos
+            CorruptReason.TRUNCATED,
+            f"batch needs {batch_length + LOG_OVERHEAD} bytes, {remaining} left",
+            pos,
         )
-    return batch_length + LOG_OVERHEAD
+    return int(batch_length) + LOG_OVERHEAD
 
 
-def validate_batch(buf: Buffer, pos: int = 0, *, max_batch_size: int | None = None) -> BatchHeader:
+def validate_batch(
+    buf: Buffer, pos: int = 0, *, max_batch_size: int | None = None
+) -> BatchHeader:
     """Check length, magic and CRC-32C of the v2 batch at ``pos``; return its header.
 
     One crc32c call over a memoryview slice: no copy of the records. Does not parse records
@@ -288,7 +320,9 @@ def validate_batch(buf: Buffer, pos: int = 0, *, max_batch_size: int | None = No
     computed = crc32c(memoryview(buf)[pos + ATTRIBUTES_OFFSET : pos + size])
     if computed != header.crc:
         raise CorruptRecordError(
-            CorruptReason.CRC_MISMATCH, f"stored crc {header.crc}, computed {computed}", pos
+            CorruptReason.CRC_MISMATCH,
+            f"stored crc {header.crc}, computed {computed}",
+            pos,
         )
     return header
 
@@ -309,9 +343,16 @@ class BatchIterator:
     the batch's start, which is where log recovery truncates.
     """
 
-    __slots__ = ("_buf", "position", "end", "_validate", "_max", "partial")
+    __slots__ = ("_buf", "_max", "_validate", "end", "partial", "position")
 
-    def __init__(self, buf: Buffer, pos: int = 0, *, validate: bool = False, max_batch_size: int | None = None):
+    def __init__(
+        self,
+        buf: Buffer,
+        pos: int = 0,
+        *,
+        validate: bool = False,
+        max_batch_size: int | None = None,
+    ):
         self._buf = buf
         self.position = pos
         self.end = len(buf)
@@ -319,7 +360,7 @@ class BatchIterator:
         self._max = max_batch_size
         self.partial = False
 
-    def __iter__(self) -> "BatchIterator":
+    def __iter__(self) -> BatchIterator:
         return self
 
     def __next__(self) -> tuple[int, BatchHeader]:
@@ -331,12 +372,18 @@ class BatchIterator:
             self.partial = True
             raise StopIteration
         (batch_length,) = _INT32.unpack_from(buf, pos + LENGTH_OFFSET)
-        if batch_length >= MIN_BATCH_LENGTH and batch_length + LOG_OVERHEAD > remaining:
-            # Complete prefix of a batch that is not all here yet: not corruption.
-            if remaining < HEADER_SIZE_UP_TO_MAGIC or buf[pos + MAGIC_OFFSET] == MAGIC_VALUE_V2:
-                if self._max is None or batch_length + LOG_OVERHEAD <= self._max:
-                    self.partial = True
-                    raise StopIteration
+        # A well-formed prefix of a batch that is not all here yet is not corruption.
+        if (
+            batch_length >= MIN_BATCH_LENGTH
+            and batch_length + LOG_OVERHEAD > remaining
+            and (
+                remaining < HEADER_SIZE_UP_TO_MAGIC
+                or buf[pos + MAGIC_OFFSET] == MAGIC_VALUE_V2
+            )
+            and (self._max is None or batch_length + LOG_OVERHEAD <= self._max)
+        ):
+            self.partial = True
+            raise StopIteration
         if self._validate:
             header = validate_batch(buf, pos, max_batch_size=self._max)
         else:
@@ -347,7 +394,11 @@ class BatchIterator:
 
 
 def iter_batches(
-    buf: Buffer, pos: int = 0, *, validate: bool = False, max_batch_size: int | None = None
+    buf: Buffer,
+    pos: int = 0,
+    *,
+    validate: bool = False,
+    max_batch_size: int | None = None,
 ) -> BatchIterator:
     """``(position, BatchHeader)`` for each complete v2 batch in ``buf`` from ``pos``."""
     return BatchIterator(buf, pos, validate=validate, max_batch_size=max_batch_size)
@@ -367,7 +418,9 @@ def set_partition_leader_epoch(buf: WritableBuffer, pos: int, epoch: int) -> Non
     _INT32.pack_into(buf, pos + PARTITION_LEADER_EPOCH_OFFSET, epoch)
 
 
-def set_max_timestamp(buf: WritableBuffer, pos: int, timestamp_type: TimestampType, max_timestamp: int) -> None:
+def set_max_timestamp(
+    buf: WritableBuffer, pos: int, timestamp_type: TimestampType, max_timestamp: int
+) -> None:
     """Set timestamp type + maxTimestamp (LogAppendTime stamping) and recompute the CRC.
 
     Both fields ARE inside the CRC, so unlike the offset/epoch stamps this costs one
@@ -381,7 +434,11 @@ def set_max_timestamp(buf: WritableBuffer, pos: int, timestamp_type: TimestampTy
         attributes &= ~TIMESTAMP_TYPE_MASK
     _INT16.pack_into(buf, pos + ATTRIBUTES_OFFSET, attributes)
     _INT64.pack_into(buf, pos + MAX_TIMESTAMP_OFFSET, max_timestamp)
-    _UINT32.pack_into(buf, pos + CRC_OFFSET, crc32c(memoryview(buf)[pos + ATTRIBUTES_OFFSET : pos + size]))
+    _UINT32.pack_into(
+        buf,
+        pos + CRC_OFFSET,
+        crc32c(memoryview(buf)[pos + ATTRIBUTES_OFFSET : pos + size]),
+    )
 
 
 # --------------------------------------------------------------------------- records
@@ -520,10 +577,14 @@ def build_batch(
     for index, record in enumerate(records):
         delta = index if record.offset_delta is None else record.offset_delta
         if delta <= last_delta:
-            raise ValueError(f"offset deltas must strictly increase: {delta} after {last_delta}")
+            raise ValueError(
+                f"offset deltas must strictly increase: {delta} after {last_delta}"
+            )
         last_delta = delta
         max_timestamp = max(max_timestamp, record.timestamp_ms)
-        encoded.append(encode_record(record, delta, record.timestamp_ms - base_timestamp))
+        encoded.append(
+            encode_record(record, delta, record.timestamp_ms - base_timestamp)
+        )
     if timestamp_type == LOG_APPEND_TIME:
         if log_append_time_ms is None:
             raise ValueError("LogAppendTime batches need log_append_time_ms")
@@ -565,7 +626,9 @@ def build_empty_batch(
     return _assemble(
         base_offset=base_offset,
         partition_leader_epoch=partition_leader_epoch,
-        attributes=_attributes(CompressionType.NONE, timestamp_type, is_transactional, is_control),
+        attributes=_attributes(
+            CompressionType.NONE, timestamp_type, is_transactional, is_control
+        ),
         last_offset_delta=last_offset - base_offset,
         base_timestamp=timestamp_ms,
         max_timestamp=timestamp_ms,
@@ -580,34 +643,46 @@ def build_empty_batch(
 # --------------------------------------------------------------------------- control records
 
 
-def encode_control_key(control_type: ControlRecordType | int, version: int = CONTROL_RECORD_KEY_VERSION) -> bytes:
+def encode_control_key(
+    control_type: ControlRecordType | int, version: int = CONTROL_RECORD_KEY_VERSION
+) -> bytes:
     return _CONTROL_KEY.pack(version, int(control_type))
 
 
 def parse_control_key(key: bytes | None) -> tuple[int, ControlRecordType | int]:
     """``(version, type)`` of a control record key; unknown types come back as int."""
     if key is None or len(key) < _CONTROL_KEY.size:
-        raise CorruptRecordError(CorruptReason.BAD_CONTROL, "control record key shorter than 4 bytes")
+        raise CorruptRecordError(
+            CorruptReason.BAD_CONTROL, "control record key shorter than 4 bytes"
+        )
     version, ctype = _CONTROL_KEY.unpack_from(key)
     if version < 0:
-        raise CorruptRecordError(CorruptReason.BAD_CONTROL, f"negative control key version {version}")
+        raise CorruptRecordError(
+            CorruptReason.BAD_CONTROL, f"negative control key version {version}"
+        )
     try:
         return version, ControlRecordType(ctype)
     except ValueError:
         return version, ctype
 
 
-def encode_end_txn_marker(coordinator_epoch: int, version: int = END_TXN_MARKER_VERSION) -> bytes:
+def encode_end_txn_marker(
+    coordinator_epoch: int, version: int = END_TXN_MARKER_VERSION
+) -> bytes:
     return _END_TXN_VALUE.pack(version, coordinator_epoch)
 
 
 def parse_end_txn_marker(value: bytes | None) -> tuple[int, int]:
     """``(version, coordinatorEpoch)`` of an ABORT/COMMIT control record value."""
     if value is None or len(value) < _END_TXN_VALUE.size:
-        raise CorruptRecordError(CorruptReason.BAD_CONTROL, "end-txn marker value shorter than 6 bytes")
+        raise CorruptRecordError(
+            CorruptReason.BAD_CONTROL, "end-txn marker value shorter than 6 bytes"
+        )
     version, epoch = _END_TXN_VALUE.unpack_from(value)
     if version < 0:
-        raise CorruptRecordError(CorruptReason.BAD_CONTROL, f"negative end-txn marker version {version}")
+        raise CorruptRecordError(
+            CorruptReason.BAD_CONTROL, f"negative end-txn marker version {version}"
+        )
     return version, epoch
 
 
@@ -649,7 +724,9 @@ def _bad(detail: str, pos: int | None = None) -> CorruptRecordError:
     return CorruptRecordError(CorruptReason.BAD_RECORD, detail, pos)
 
 
-def _read_nullable(view: memoryview, p: int, end: int, what: str) -> tuple[bytes | None, int]:
+def _read_nullable(
+    view: memoryview, p: int, end: int, what: str
+) -> tuple[bytes | None, int]:
     n, p = decode_varint(view, p)
     if n == -1:
         return None, p
@@ -694,18 +771,35 @@ def decode_records(
             hvalue, p = _read_nullable(sub, p, end, "header value")
             headers.append((hkey, hvalue))
         if p != end:
-            raise _bad(f"record declared {length} bytes but used {length - (end - p)}", p)
-        timestamp = header.max_timestamp if log_append else header.base_timestamp + ts_delta
-        sequence = (
-            NO_SEQUENCE if header.base_sequence == NO_SEQUENCE else _increment_sequence(header.base_sequence, off_delta)
+            raise _bad(
+                f"record declared {length} bytes but used {length - (end - p)}", p
+            )
+        timestamp = (
+            header.max_timestamp if log_append else header.base_timestamp + ts_delta
         )
-        out.append(DecodedRecord(header.base_offset + off_delta, timestamp, key, value, tuple(headers), sequence))
+        sequence = (
+            NO_SEQUENCE
+            if header.base_sequence == NO_SEQUENCE
+            else _increment_sequence(header.base_sequence, off_delta)
+        )
+        out.append(
+            DecodedRecord(
+                header.base_offset + off_delta,
+                timestamp,
+                key,
+                value,
+                tuple(headers),
+                sequence,
+            )
+        )
     if p != total:
         raise _bad(f"{total - p} bytes after the last of {count} records")
     return out
 
 
-def decode_batch_records(buf: Buffer, pos: int = 0, *, validate: bool = True) -> list[DecodedRecord]:
+def decode_batch_records(
+    buf: Buffer, pos: int = 0, *, validate: bool = True
+) -> list[DecodedRecord]:
     """All records of the v2 batch at ``pos`` (decompressed), with absolute offsets.
 
     LogAppendTime batches report ``maxTimestamp`` as every record's timestamp, as Kafka's
@@ -716,11 +810,15 @@ def decode_batch_records(buf: Buffer, pos: int = 0, *, validate: bool = True) ->
         raise _bad(f"negative record count {header.records_count}", pos)
     view = memoryview(buf)[pos + RECORDS_OFFSET : pos + header.size_in_bytes]
     codec = header.compression
-    data: Buffer = view if codec == CompressionType.NONE else _compression.decompress(codec, view)
+    data: Buffer = (
+        view if codec == CompressionType.NONE else _compression.decompress(codec, view)
+    )
     return decode_records(data, header.records_count, header)
 
 
-def iter_batch_records(buf: Buffer, pos: int = 0, *, validate: bool = True) -> Iterator[tuple[BatchHeader, DecodedRecord]]:
+def iter_batch_records(
+    buf: Buffer, pos: int = 0, *, validate: bool = True
+) -> Iterator[tuple[BatchHeader, DecodedRecord]]:
     """Every record of every batch in ``buf`` (stops at a trailing partial batch)."""
     for batch_pos, header in iter_batches(buf, pos, validate=validate):
         for record in decode_batch_records(buf, batch_pos, validate=False):

@@ -47,7 +47,7 @@ import struct
 from enum import IntEnum
 
 import cramjam
-import lz4.block
+import lz4.block  # type: ignore[import-untyped]
 import zstandard
 
 from .errors import CorruptReason, CorruptRecordError
@@ -102,7 +102,9 @@ def codec_of(value: int) -> CompressionType:
     try:
         return CompressionType(value)
     except ValueError:
-        raise CorruptRecordError(CorruptReason.BAD_COMPRESSION, f"unknown compression codec {value}") from None
+        raise CorruptRecordError(
+            CorruptReason.BAD_COMPRESSION, f"unknown compression codec {value}"
+        ) from None
 
 
 # --------------------------------------------------------------------------- public API
@@ -122,7 +124,9 @@ def compress(codec: int, data: Buffer, *, magic: int = 2) -> bytes:
     if codec is ZSTD:
         if magic < 2:
             raise ValueError("zstd needs message format v2 (magic 2)")
-        return zstandard.ZstdCompressor(level=ZSTD_DEFAULT_LEVEL, write_content_size=False).compress(data)
+        return zstandard.ZstdCompressor(
+            level=ZSTD_DEFAULT_LEVEL, write_content_size=False
+        ).compress(data)
     raise AssertionError(codec)  # pragma: no cover - IntEnum is closed
 
 
@@ -144,7 +148,8 @@ def decompress(codec: int, data: Buffer, *, magic: int = 2) -> bytes:
         raise
     except Exception as exc:  # every codec library has its own error types
         raise CorruptRecordError(
-            CorruptReason.BAD_COMPRESSION, f"{codec.kafka_name}: {type(exc).__name__}: {exc}"
+            CorruptReason.BAD_COMPRESSION,
+            f"{codec.kafka_name}: {type(exc).__name__}: {exc}",
         ) from exc
     raise AssertionError(codec)  # pragma: no cover
 
@@ -156,7 +161,9 @@ def _xerial_compress(data: Buffer) -> bytes:
     view = memoryview(data).cast("B")
     out = bytearray(XERIAL_HEADER)
     for start in range(0, len(view), SNAPPY_BLOCK_SIZE):
-        block = bytes(cramjam.snappy.compress_raw(view[start : start + SNAPPY_BLOCK_SIZE]))
+        block = bytes(
+            cramjam.snappy.compress_raw(view[start : start + SNAPPY_BLOCK_SIZE])
+        )
         out += struct.pack(">i", len(block))
         out += block
     return bytes(out)
@@ -171,11 +178,15 @@ def snappy_decompress(data: Buffer) -> bytes:
     out = bytearray()
     while pos < len(view):
         if pos + 4 > len(view):
-            raise CorruptRecordError(CorruptReason.BAD_COMPRESSION, "snappy: truncated block length")
+            raise CorruptRecordError(
+                CorruptReason.BAD_COMPRESSION, "snappy: truncated block length"
+            )
         (n,) = struct.unpack_from(">i", view, pos)
         pos += 4
         if n < 0 or pos + n > len(view):
-            raise CorruptRecordError(CorruptReason.BAD_COMPRESSION, f"snappy: bad block length {n}")
+            raise CorruptRecordError(
+                CorruptReason.BAD_COMPRESSION, f"snappy: bad block length {n}"
+            )
         out += cramjam.snappy.decompress_raw(view[pos : pos + n])
         pos += n
     return bytes(out)
@@ -197,7 +208,12 @@ def xxhash32(data: bytes, seed: int = 0) -> int:
     n = len(data)
     pos = 0
     if n >= 16:
-        v = [(seed + _P1 + _P2) & _M32, (seed + _P2) & _M32, seed & _M32, (seed - _P1) & _M32]
+        v = [
+            (seed + _P1 + _P2) & _M32,
+            (seed + _P2) & _M32,
+            seed & _M32,
+            (seed - _P1) & _M32,
+        ]
         while pos + 16 <= n:
             for i in range(4):
                 (lane,) = struct.unpack_from("<I", data, pos)
@@ -253,7 +269,9 @@ def _lz4_bad(detail: str) -> CorruptRecordError:
     return CorruptRecordError(CorruptReason.BAD_COMPRESSION, f"lz4: {detail}")
 
 
-def lz4_frame_decompress(data: Buffer, *, ignore_header_checksum: bool = False) -> bytes:
+def lz4_frame_decompress(
+    data: Buffer, *, ignore_header_checksum: bool = False
+) -> bytes:
     """Read an LZ4 frame the way ``KafkaLZ4BlockInputStream`` does.
 
     Dependent (linked) blocks are rejected like Kafka does; block and content checksums are
@@ -316,23 +334,25 @@ def _zstd_decompress(data: Buffer) -> bytes:
         obj = zstandard.ZstdDecompressor().decompressobj()
         out += obj.decompress(rest)
         if not obj.eof:
-            raise CorruptRecordError(CorruptReason.BAD_COMPRESSION, "zstd: truncated frame")
+            raise CorruptRecordError(
+                CorruptReason.BAD_COMPRESSION, "zstd: truncated frame"
+            )
         rest = obj.unused_data
     return bytes(out)
 
 
 __all__ = [
-    "CompressionType",
-    "NONE",
     "GZIP",
-    "SNAPPY",
     "LZ4",
+    "NONE",
+    "SNAPPY",
     "ZSTD",
+    "CompressionType",
+    "codec_of",
     "compress",
     "decompress",
-    "codec_of",
-    "snappy_decompress",
     "lz4_frame_compress",
     "lz4_frame_decompress",
+    "snappy_decompress",
     "xxhash32",
 ]

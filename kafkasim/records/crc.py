@@ -20,7 +20,7 @@ Buffer = bytes | bytearray | memoryview
 
 def crc32c(data: Buffer, value: int = 0) -> int:
     """CRC-32C of ``data``; ``value`` continues a previous checksum (for split buffers)."""
-    return _crc32c.crc32c(data, value)
+    return int(_crc32c.crc32c(data, value))
 
 
 def crc32(data: Buffer, value: int = 0) -> int:

@@ -20,13 +20,17 @@ class CorruptReason(StrEnum):
     """
 
     TRUNCATED = "truncated"  # fewer bytes than a length field promises
-    BAD_LENGTH = "bad_length"  # a length field that is impossible (too small / negative)
+    BAD_LENGTH = (
+        "bad_length"  # a length field that is impossible (too small / negative)
+    )
     TOO_LARGE = "too_large"  # batch larger than the caller's limit (max.message.bytes)
     BAD_MAGIC = "bad_magic"  # magic byte not the one expected (or unknown)
     CRC_MISMATCH = "crc_mismatch"  # stored checksum differs from the computed one
     BAD_VARINT = "bad_varint"  # varint longer than its type allows
     BAD_RECORD = "bad_record"  # a record inside a batch does not parse / sizes disagree
-    BAD_COMPRESSION = "bad_compression"  # unknown codec or a stream that does not decompress
+    BAD_COMPRESSION = (
+        "bad_compression"  # unknown codec or a stream that does not decompress
+    )
     BAD_CONTROL = "bad_control"  # control record key/value not the documented layout
 
 
@@ -37,9 +41,15 @@ class CorruptRecordError(Exception):
     position in the caller's buffer where the problem was found, when known.
     """
 
-    def __init__(self, reason: CorruptReason | str, detail: str = "", pos: int | None = None) -> None:
+    def __init__(
+        self, reason: CorruptReason | str, detail: str = "", pos: int | None = None
+    ) -> None:
         self.reason = CorruptReason(reason)
         self.detail = detail
         self.pos = pos
         where = f" at {pos}" if pos is not None else ""
-        super().__init__(f"{self.reason.value}{where}: {detail}" if detail else f"{self.reason.value}{where}")
+        super().__init__(
+            f"{self.reason.value}{where}: {detail}"
+            if detail
+            else f"{self.reason.value}{where}"
+        )

@@ -32,8 +32,9 @@ timestamps kept, magic 0's missing timestamp becomes NO_TIMESTAMP (-1).
 from __future__ import annotations
 
 import struct
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
-from typing import Iterator, Sequence
+from itertools import pairwise
 
 from . import compression as _compression
 from .batch import (
@@ -58,7 +59,9 @@ MAGIC_OFFSET = 16
 ATTRIBUTES_OFFSET = 17
 TIMESTAMP_OFFSET = 18  # v1 only
 LOG_OVERHEAD = 12
-RECORD_OVERHEAD_V0 = 14  # crc 4 + magic 1 + attributes 1 + key length 4 + value length 4
+RECORD_OVERHEAD_V0 = (
+    14  # crc 4 + magic 1 + attributes 1 + key length 4 + value length 4
+)
 RECORD_OVERHEAD_V1 = 22  # + timestamp 8
 COMPRESSION_CODEC_MASK = 0x07
 TIMESTAMP_TYPE_MASK = 0x08
@@ -113,38 +116,64 @@ class LegacyMessage:
 # --------------------------------------------------------------------------- parsing
 
 
-def _read_bytes(buf: Buffer, p: int, end: int, what: str, entry_pos: int) -> tuple[bytes | None, int]:
+def _read_bytes(
+    buf: Buffer, p: int, end: int, what: str, entry_pos: int
+) -> tuple[bytes | None, int]:
     if p + 4 > end:
-        raise CorruptRecordError(CorruptReason.BAD_RECORD, f"{what} length runs past the message", entry_pos)
+        raise CorruptRecordError(
+            CorruptReason.BAD_RECORD, f"{what} length runs past the message", entry_pos
+        )
     (n,) = _INT32.unpack_from(buf, p)
     p += 4
     if n == -1:
         return None, p
     if n < 0 or p + n > end:
-        raise CorruptRecordError(CorruptReason.BAD_RECORD, f"{what} length {n} does not fit the message", entry_pos)
+        raise CorruptRecordError(
+            CorruptReason.BAD_RECORD,
+            f"{what} length {n} does not fit the message",
+            entry_pos,
+        )
     return bytes(buf[p : p + n]), p + n
 
 
-def read_legacy_entry(buf: Buffer, pos: int = 0, *, verify_crc: bool = True) -> LegacyEntry:
+def read_legacy_entry(
+    buf: Buffer, pos: int = 0, *, verify_crc: bool = True
+) -> LegacyEntry:
     """Parse and CRC-check the message at ``pos`` (must be complete)."""
     remaining = len(buf) - pos
     if remaining < LOG_OVERHEAD:
         raise CorruptRecordError(CorruptReason.TRUNCATED, "fewer than 12 bytes", pos)
     offset, size = struct.unpack_from(">qi", buf, pos)
     if size < RECORD_OVERHEAD_V0:
-        raise CorruptRecordError(CorruptReason.BAD_LENGTH, f"message size {size} < {RECORD_OVERHEAD_V0}", pos)
+        raise CorruptRecordError(
+            CorruptReason.BAD_LENGTH, f"message size {size} < {RECORD_OVERHEAD_V0}", pos
+        )
     end = pos + LOG_OVERHEAD + size
     if remaining >= MAGIC_OFFSET + 1 and buf[pos + MAGIC_OFFSET] not in (0, 1):
-        raise CorruptRecordError(CorruptReason.BAD_MAGIC, f"magic {buf[pos + MAGIC_OFFSET]}, expected 0 or 1", pos)
+        raise CorruptRecordError(
+            CorruptReason.BAD_MAGIC,
+            f"magic {buf[pos + MAGIC_OFFSET]}, expected 0 or 1",
+            pos,
+        )
     if end > len(buf):
-        raise CorruptRecordError(CorruptReason.TRUNCATED, f"message needs {LOG_OVERHEAD + size} bytes", pos)
+        raise CorruptRecordError(
+            CorruptReason.TRUNCATED, f"message needs {LOG_OVERHEAD + size} bytes", pos
+        )
     _, _, crc, magic, attributes = _ENTRY_HEAD.unpack_from(buf, pos)
     if magic == 1 and size < RECORD_OVERHEAD_V1:
-        raise CorruptRecordError(CorruptReason.BAD_LENGTH, f"v1 message size {size} < {RECORD_OVERHEAD_V1}", pos)
+        raise CorruptRecordError(
+            CorruptReason.BAD_LENGTH,
+            f"v1 message size {size} < {RECORD_OVERHEAD_V1}",
+            pos,
+        )
     if verify_crc:
         computed = crc32(memoryview(buf)[pos + MAGIC_OFFSET : end])
         if computed != crc:
-            raise CorruptRecordError(CorruptReason.CRC_MISMATCH, f"stored crc {crc}, computed {computed}", pos)
+            raise CorruptRecordError(
+                CorruptReason.CRC_MISMATCH,
+                f"stored crc {crc}, computed {computed}",
+                pos,
+            )
     p = pos + TIMESTAMP_OFFSET
     timestamp = NO_TIMESTAMP
     if magic == 1:
@@ -153,7 +182,9 @@ def read_legacy_entry(buf: Buffer, pos: int = 0, *, verify_crc: bool = True) -> 
     key, p = _read_bytes(buf, p, end, "key", pos)
     value, p = _read_bytes(buf, p, end, "value", pos)
     if p != end:
-        raise CorruptRecordError(CorruptReason.BAD_RECORD, f"{end - p} bytes after the value", pos)
+        raise CorruptRecordError(
+            CorruptReason.BAD_RECORD, f"{end - p} bytes after the value", pos
+        )
     return LegacyEntry(pos, offset, magic, attributes, crc, timestamp, key, value)
 
 
@@ -161,7 +192,7 @@ class LegacyIterator:
     """Top-level entries of a message set; stops at a trailing partial message
     (Kafka < 0.11 fetch responses routinely end in one) and records where in ``position``."""
 
-    __slots__ = ("_buf", "position", "partial", "_verify")
+    __slots__ = ("_buf", "_verify", "partial", "position")
 
     def __init__(self, buf: Buffer, pos: int = 0, *, verify_crc: bool = True) -> None:
         self._buf = buf
@@ -169,7 +200,7 @@ class LegacyIterator:
         self.partial = False
         self._verify = verify_crc
 
-    def __iter__(self) -> "LegacyIterator":
+    def __iter__(self) -> LegacyIterator:
         return self
 
     def __next__(self) -> LegacyEntry:
@@ -181,16 +212,21 @@ class LegacyIterator:
             self.partial = True
             raise StopIteration
         (size,) = _INT32.unpack_from(buf, pos + SIZE_OFFSET)
-        if size >= RECORD_OVERHEAD_V0 and LOG_OVERHEAD + size > remaining:
-            if remaining <= MAGIC_OFFSET or buf[pos + MAGIC_OFFSET] in (0, 1):
-                self.partial = True
-                raise StopIteration
+        if (
+            size >= RECORD_OVERHEAD_V0
+            and LOG_OVERHEAD + size > remaining
+            and (remaining <= MAGIC_OFFSET or buf[pos + MAGIC_OFFSET] in (0, 1))
+        ):
+            self.partial = True
+            raise StopIteration
         entry = read_legacy_entry(buf, pos, verify_crc=self._verify)
         self.position = pos + LOG_OVERHEAD + size
         return entry
 
 
-def iter_legacy_entries(buf: Buffer, pos: int = 0, *, verify_crc: bool = True) -> LegacyIterator:
+def iter_legacy_entries(
+    buf: Buffer, pos: int = 0, *, verify_crc: bool = True
+) -> LegacyIterator:
     """Shallow iteration: wrappers are returned as they are, not opened."""
     return LegacyIterator(buf, pos, verify_crc=verify_crc)
 
@@ -199,13 +235,21 @@ def _inner_messages(wrapper: LegacyEntry) -> list[LegacyMessage]:
     """Open a compressed wrapper (``AbstractLegacyRecordBatch.DeepRecordsIterator``)."""
     codec = wrapper.compression
     if wrapper.value is None:
-        raise CorruptRecordError(CorruptReason.BAD_RECORD, "compressed wrapper with null value", wrapper.position)
+        raise CorruptRecordError(
+            CorruptReason.BAD_RECORD,
+            "compressed wrapper with null value",
+            wrapper.position,
+        )
     data = _compression.decompress(codec, wrapper.value, magic=wrapper.magic)
     entries = LegacyIterator(data)
     inner = list(entries)
     # A partial inner message is corruption: the wrapper's CRC said the bytes are whole.
     if entries.partial or not inner:
-        raise CorruptRecordError(CorruptReason.BAD_RECORD, "truncated or empty inner message set", wrapper.position)
+        raise CorruptRecordError(
+            CorruptReason.BAD_RECORD,
+            "truncated or empty inner message set",
+            wrapper.position,
+        )
     out: list[LegacyMessage] = []
     base = 0
     if wrapper.magic > 0:
@@ -214,17 +258,25 @@ def _inner_messages(wrapper: LegacyEntry) -> list[LegacyMessage]:
     for msg in inner:
         if msg.magic != wrapper.magic:
             raise CorruptRecordError(
-                CorruptReason.BAD_RECORD, f"inner magic {msg.magic} != wrapper magic {wrapper.magic}", wrapper.position
+                CorruptReason.BAD_RECORD,
+                f"inner magic {msg.magic} != wrapper magic {wrapper.magic}",
+                wrapper.position,
             )
         if msg.attributes & COMPRESSION_CODEC_MASK:
-            raise CorruptRecordError(CorruptReason.BAD_RECORD, "nested compressed message", wrapper.position)
+            raise CorruptRecordError(
+                CorruptReason.BAD_RECORD, "nested compressed message", wrapper.position
+            )
         if msg.magic == 0:
             ts, ts_type = NO_TIMESTAMP, NO_TIMESTAMP_TYPE
         elif log_append:
             ts, ts_type = wrapper.timestamp_ms, LOG_APPEND_TIME
         else:
             ts, ts_type = msg.timestamp_ms, CREATE_TIME
-        out.append(LegacyMessage(base + msg.offset, msg.magic, ts, ts_type, msg.key, msg.value, codec))
+        out.append(
+            LegacyMessage(
+                base + msg.offset, msg.magic, ts, ts_type, msg.key, msg.value, codec
+            )
+        )
     return out
 
 
@@ -235,7 +287,12 @@ def iter_legacy_messages(buf: Buffer, pos: int = 0) -> Iterator[LegacyMessage]:
             yield from _inner_messages(entry)
         else:
             yield LegacyMessage(
-                entry.offset, entry.magic, entry.timestamp_ms, entry.timestamp_type, entry.key, entry.value,
+                entry.offset,
+                entry.magic,
+                entry.timestamp_ms,
+                entry.timestamp_type,
+                entry.key,
+                entry.value,
                 CompressionType.NONE,
             )
 
@@ -284,22 +341,42 @@ def build_legacy_message_set(
         raise ValueError("zstd needs magic 2")
     if not records and codec != CompressionType.NONE:
         raise ValueError("a compressed wrapper needs at least one message")
-    ts_attr = TIMESTAMP_TYPE_MASK if (magic == 1 and timestamp_type == LOG_APPEND_TIME) else 0
+    ts_attr = (
+        TIMESTAMP_TYPE_MASK if (magic == 1 and timestamp_type == LOG_APPEND_TIME) else 0
+    )
     if ts_attr and log_append_time_ms is None:
         raise ValueError("LogAppendTime needs log_append_time_ms")
-    deltas = [i if r.offset_delta is None else r.offset_delta for i, r in enumerate(records)]
+    deltas = [
+        i if r.offset_delta is None else r.offset_delta for i, r in enumerate(records)
+    ]
     messages = []
     for record, delta in zip(records, deltas):
         if record.headers:
             raise ValueError("magic 0/1 messages have no headers")
-        ts = log_append_time_ms if ts_attr else record.timestamp_ms
+        ts = (
+            log_append_time_ms
+            if ts_attr and log_append_time_ms is not None
+            else record.timestamp_ms
+        )
         # v1 inner messages carry relative offsets; v0 (and uncompressed) absolute ones.
-        inner_offset = delta if (codec != CompressionType.NONE and magic == 1) else base_offset + delta
-        messages.append(encode_legacy_message(inner_offset, magic, ts_attr, ts, record.key, record.value))
+        inner_offset = (
+            delta
+            if (codec != CompressionType.NONE and magic == 1)
+            else base_offset + delta
+        )
+        messages.append(
+            encode_legacy_message(
+                inner_offset, magic, ts_attr, ts, record.key, record.value
+            )
+        )
     inner = b"".join(messages)
     if codec == CompressionType.NONE:
         return inner
-    wrapper_ts = log_append_time_ms if ts_attr else max(r.timestamp_ms for r in records)
+    wrapper_ts = (
+        log_append_time_ms
+        if ts_attr and log_append_time_ms is not None
+        else max(r.timestamp_ms for r in records)
+    )
     return encode_legacy_message(
         base_offset + deltas[-1],
         magic,
@@ -332,24 +409,32 @@ def convert_legacy_to_v2(
     """
     messages = list(iter_legacy_messages(buf))
     if not messages:
-        raise CorruptRecordError(CorruptReason.TRUNCATED, "no complete message in the set", 0)
+        raise CorruptRecordError(
+            CorruptReason.TRUNCATED, "no complete message in the set", 0
+        )
     if compression is None:
         codecs = {m.compression for m in messages}
         compression = codecs.pop() if len(codecs) == 1 else CompressionType.NONE
     if base_offset is None:
         base_offset = messages[0].offset
         deltas = [m.offset - base_offset for m in messages]
-        if any(b <= a for a, b in zip(deltas, deltas[1:])):
-            raise CorruptRecordError(CorruptReason.BAD_RECORD, "legacy offsets do not strictly increase", 0)
+        if any(b <= a for a, b in pairwise(deltas)):
+            raise CorruptRecordError(
+                CorruptReason.BAD_RECORD, "legacy offsets do not strictly increase", 0
+            )
     else:
         deltas = list(range(len(messages)))
     all_log_append = all(m.timestamp_type == LOG_APPEND_TIME for m in messages)
-    records = [Record(m.timestamp_ms, m.key, m.value, (), d) for m, d in zip(messages, deltas)]
+    records = [
+        Record(m.timestamp_ms, m.key, m.value, (), d) for m, d in zip(messages, deltas)
+    ]
     return build_batch(
         records,
         base_offset=base_offset,
         compression=compression,
         timestamp_type=LOG_APPEND_TIME if all_log_append else CREATE_TIME,
-        log_append_time_ms=max(m.timestamp_ms for m in messages) if all_log_append else None,
+        log_append_time_ms=max(m.timestamp_ms for m in messages)
+        if all_log_append
+        else None,
         partition_leader_epoch=partition_leader_epoch,
     )

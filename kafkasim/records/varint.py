@@ -111,7 +111,9 @@ def _unsigned_size(raw: int) -> int:
 # --------------------------------------------------------------------------- decoding
 
 
-def _decode_unsigned(buf: Buffer, pos: int, max_bytes: int, mask: int) -> tuple[int, int]:
+def _decode_unsigned(
+    buf: Buffer, pos: int, max_bytes: int, mask: int
+) -> tuple[int, int]:
     """Read base-128 groups; at most ``max_bytes``; excess high bits masked like Java."""
     end = len(buf)
     if pos < end:
@@ -123,7 +125,9 @@ def _decode_unsigned(buf: Buffer, pos: int, max_bytes: int, mask: int) -> tuple[
     start = pos
     for _ in range(max_bytes):
         if pos >= end:
-            raise CorruptRecordError(CorruptReason.TRUNCATED, "buffer ends inside a varint", start)
+            raise CorruptRecordError(
+                CorruptReason.TRUNCATED, "buffer ends inside a varint", start
+            )
         b = buf[pos]
         pos += 1
         result |= (b & 0x7F) << shift

@@ -49,9 +49,15 @@ def test_offset_and_epoch_are_outside_the_crc() -> None:
     crc_before = bytes(buf[CRC_OFFSET : CRC_OFFSET + 4])
     set_base_offset(buf, 0, 2**40 + 7)
     set_partition_leader_epoch(buf, 0, 12345)
-    assert bytes(buf[CRC_OFFSET : CRC_OFFSET + 4]) == crc_before  # nothing recomputed...
+    assert (
+        bytes(buf[CRC_OFFSET : CRC_OFFSET + 4]) == crc_before
+    )  # nothing recomputed...
     h = validate_batch(buf)  # ...and still valid
-    assert (h.base_offset, h.partition_leader_epoch, h.last_offset) == (2**40 + 7, 12345, 2**40 + 8)
+    assert (h.base_offset, h.partition_leader_epoch, h.last_offset) == (
+        2**40 + 7,
+        12345,
+        2**40 + 8,
+    )
     assert compute_crc(buf) == compute_crc(BATCH)
     assert [r.offset for r in decode_batch_records(buf)] == [2**40 + 7, 2**40 + 8]
 
@@ -95,9 +101,21 @@ def test_validation_reasons() -> None:
 
 
 def test_header_properties() -> None:
-    h = read_header(build_batch([Record(5, None, b"x")], compression=CompressionType.ZSTD, is_transactional=True,
-                                producer_id=4, producer_epoch=0, base_sequence=2**31 - 1))
-    assert h.compression == CompressionType.ZSTD and h.is_transactional and not h.is_control
+    h = read_header(
+        build_batch(
+            [Record(5, None, b"x")],
+            compression=CompressionType.ZSTD,
+            is_transactional=True,
+            producer_id=4,
+            producer_epoch=0,
+            base_sequence=2**31 - 1,
+        )
+    )
+    assert (
+        h.compression == CompressionType.ZSTD
+        and h.is_transactional
+        and not h.is_control
+    )
     assert h.last_sequence == 2**31 - 1 and h.next_offset == 1 and h.has_producer_id
     assert not h.has_delete_horizon and h.delete_horizon_ms is None
     buf = bytearray(build_batch([Record(5, None, b"x")]))
@@ -109,31 +127,64 @@ def test_header_properties() -> None:
 
 
 def test_empty_batch_like_the_cleaner_leaves() -> None:
-    data = build_empty_batch(base_offset=10, last_offset=14, timestamp_ms=77, producer_id=3, producer_epoch=1,
-                             base_sequence=20)
+    data = build_empty_batch(
+        base_offset=10,
+        last_offset=14,
+        timestamp_ms=77,
+        producer_id=3,
+        producer_epoch=1,
+        base_sequence=20,
+    )
     h = validate_batch(data)
-    assert (h.size_in_bytes, h.record_count, h.last_offset, h.last_sequence) == (61, 0, 14, 24)
+    assert (h.size_in_bytes, h.record_count, h.last_offset, h.last_sequence) == (
+        61,
+        0,
+        14,
+        24,
+    )
     assert decode_batch_records(data) == []
 
 
 def test_control_parse_errors() -> None:
     assert reason(parse_control_key, b"\x00\x00\x00") == "bad_control"
     assert reason(parse_control_key, b"\xff\xff\x00\x01") == "bad_control"
-    assert parse_control_key(b"\x00\x00\x00\x63") == (0, 99)  # unknown types are kept as ints
+    assert parse_control_key(b"\x00\x00\x00\x63") == (
+        0,
+        99,
+    )  # unknown types are kept as ints
     assert reason(parse_end_txn_marker, b"\x00\x00") == "bad_control"
-    h = read_header(build_control_batch(ControlRecordType.ABORT, producer_id=1, producer_epoch=0,
-                                        coordinator_epoch=0, timestamp_ms=0))
+    h = read_header(
+        build_control_batch(
+            ControlRecordType.ABORT,
+            producer_id=1,
+            producer_epoch=0,
+            coordinator_epoch=0,
+            timestamp_ms=0,
+        )
+    )
     assert h.is_control and h.is_transactional
     with pytest.raises(ValueError):
-        build_control_batch(ControlRecordType.LEADER_CHANGE, producer_id=1, producer_epoch=0,
-                            coordinator_epoch=0, timestamp_ms=0)
+        build_control_batch(
+            ControlRecordType.LEADER_CHANGE,
+            producer_id=1,
+            producer_epoch=0,
+            coordinator_epoch=0,
+            timestamp_ms=0,
+        )
 
 
 def test_builder_rejects_non_increasing_offset_deltas() -> None:
     with pytest.raises(ValueError):
-        build_batch([Record(1, None, None, offset_delta=2), Record(1, None, None, offset_delta=2)])
+        build_batch(
+            [
+                Record(1, None, None, offset_delta=2),
+                Record(1, None, None, offset_delta=2),
+            ]
+        )
     with pytest.raises(ValueError):
-        build_batch([Record(1, None, None)], timestamp_type=TimestampType.LOG_APPEND_TIME)
+        build_batch(
+            [Record(1, None, None)], timestamp_type=TimestampType.LOG_APPEND_TIME
+        )
 
 
 def test_record_length_lies_are_bad_record() -> None:
@@ -158,7 +209,10 @@ def test_iter_batches_corruption_reports_position() -> None:
     with pytest.raises(CorruptRecordError) as info:
         next(it)
     assert info.value.reason == "crc_mismatch" and info.value.pos == len(BATCH)
-    assert [p for p, _ in iter_batches(buf)] == [0, len(BATCH)]  # header-only mode skips CRC
+    assert [p for p, _ in iter_batches(buf)] == [
+        0,
+        len(BATCH),
+    ]  # header-only mode skips CRC
 
 
 def test_peek_magic() -> None:
@@ -179,15 +233,23 @@ def test_codec_round_trip(codec: CompressionType, size: int) -> None:
 
 def test_snappy_raw_as_librdkafka_sends_it() -> None:
     data = b"librdkafka " * 1000
-    assert decompress(CompressionType.SNAPPY, bytes(cramjam.snappy.compress_raw(data))) == data
+    assert (
+        decompress(CompressionType.SNAPPY, bytes(cramjam.snappy.compress_raw(data)))
+        == data
+    )
 
 
 def test_concatenated_gzip_and_zstd_frames() -> None:
     for codec in (CompressionType.GZIP, CompressionType.ZSTD):
-        assert decompress(codec, compress(codec, b"ab") + compress(codec, b"cd")) == b"abcd"
+        assert (
+            decompress(codec, compress(codec, b"ab") + compress(codec, b"cd"))
+            == b"abcd"
+        )
 
 
-@pytest.mark.parametrize("codec", [c for c in CompressionType if c != CompressionType.NONE])
+@pytest.mark.parametrize(
+    "codec", [c for c in CompressionType if c != CompressionType.NONE]
+)
 def test_truncated_streams_are_bad_compression(codec: CompressionType) -> None:
     z = compress(codec, bytes(range(256)) * 50)
     for cut in (5, len(z) // 2, len(z) - 1):
@@ -218,15 +280,25 @@ def test_lz4_incompressible_blocks_are_stored() -> None:
 
 def test_legacy_v1_relative_offsets_and_log_append_time() -> None:
     recs = [Record(5, b"a", b"1"), Record(6, b"b", b"2", offset_delta=4)]
-    data = build_legacy_message_set(recs, magic=1, base_offset=100, compression=CompressionType.GZIP,
-                                    timestamp_type=TimestampType.LOG_APPEND_TIME, log_append_time_ms=999)
+    data = build_legacy_message_set(
+        recs,
+        magic=1,
+        base_offset=100,
+        compression=CompressionType.GZIP,
+        timestamp_type=TimestampType.LOG_APPEND_TIME,
+        log_append_time_ms=999,
+    )
     msgs = list(iter_legacy_messages(data))
     assert [(m.offset, m.timestamp_ms, m.timestamp_type) for m in msgs] == [
-        (100, 999, TimestampType.LOG_APPEND_TIME), (104, 999, TimestampType.LOG_APPEND_TIME)]
+        (100, 999, TimestampType.LOG_APPEND_TIME),
+        (104, 999, TimestampType.LOG_APPEND_TIME),
+    ]
     h = validate_batch(convert_legacy_to_v2(data))
     assert h.timestamp_type == TimestampType.LOG_APPEND_TIME and h.max_timestamp == 999
     assert h.base_offset == 100 and h.last_offset == 104
-    h = validate_batch(convert_legacy_to_v2(data, base_offset=0, compression=CompressionType.NONE))
+    h = validate_batch(
+        convert_legacy_to_v2(data, base_offset=0, compression=CompressionType.NONE)
+    )
     assert (h.base_offset, h.last_offset, h.compression) == (0, 1, CompressionType.NONE)
 
 
@@ -235,13 +307,28 @@ def test_legacy_crc_and_partial_handling() -> None:
     bad = bytearray(data)
     bad[-1] ^= 1
     assert reason(lambda: list(iter_legacy_messages(bad))) == "crc_mismatch"
-    assert len(list(iter_legacy_messages(data + data[:20]))) == 3  # partial tail ignored
-    assert reason(lambda: list(iter_legacy_messages(b"\x00" * 8 + b"\x00\x00\x00\x05" + b"\x00" * 10))) == "bad_length"
+    assert (
+        len(list(iter_legacy_messages(data + data[:20]))) == 3
+    )  # partial tail ignored
+    assert (
+        reason(
+            lambda: list(
+                iter_legacy_messages(b"\x00" * 8 + b"\x00\x00\x00\x05" + b"\x00" * 10)
+            )
+        )
+        == "bad_length"
+    )
 
 
 def test_legacy_v0_conversion_uses_no_timestamp() -> None:
-    v2 = convert_legacy_to_v2(build_legacy_message_set([Record(123, b"k", b"v")], magic=0, base_offset=5))
+    v2 = convert_legacy_to_v2(
+        build_legacy_message_set([Record(123, b"k", b"v")], magic=0, base_offset=5)
+    )
     h = validate_batch(v2)
-    assert (h.base_timestamp, h.max_timestamp, h.timestamp_type) == (-1, -1, TimestampType.CREATE_TIME)
+    assert (h.base_timestamp, h.max_timestamp, h.timestamp_type) == (
+        -1,
+        -1,
+        TimestampType.CREATE_TIME,
+    )
     [r] = decode_batch_records(v2)
     assert (r.offset, r.timestamp_ms) == (5, -1)

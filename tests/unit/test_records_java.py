@@ -54,7 +54,9 @@ def _kafka_lib() -> Path:
         if shutil.which("mvn") is None:
             pytest.skip("Kafka jars absent and mvn not installed")
         subprocess.run(
-            ["mvn", "-q", "dependency:copy-dependencies", "-DoutputDirectory=lib"], cwd=MAVEN, check=True
+            ["mvn", "-q", "dependency:copy-dependencies", "-DoutputDirectory=lib"],
+            cwd=MAVEN,
+            check=True,
         )
     return LIB
 
@@ -66,17 +68,33 @@ def java_vectors(tmp_path_factory: pytest.TempPathFactory) -> dict[str, bytes]:
     classes, out = work / "classes", work / "out"
     classes.mkdir()
     out.mkdir()
-    subprocess.run(["javac", "-cp", f"{lib}/*", "-d", str(classes), str(JAVA_SRC)], check=True)
-    subprocess.run(["java", "-cp", f"{classes}:{lib}/*", "RecordVectors", str(out)], check=True, capture_output=True)
+    subprocess.run(
+        ["javac", "-cp", f"{lib}/*", "-d", str(classes), str(JAVA_SRC)], check=True
+    )
+    subprocess.run(
+        ["java", "-cp", f"{classes}:{lib}/*", "RecordVectors", str(out)],
+        check=True,
+        capture_output=True,
+    )
     return {p.stem: p.read_bytes() for p in out.glob("*.bin")}
 
 
 def dump_log_segments(segment: Path) -> list[str]:
     lib = _kafka_lib()
     proc = subprocess.run(
-        ["java", "-cp", f"{lib}/*", "kafka.tools.DumpLogSegments", "--files", str(segment),
-         "--deep-iteration", "--print-data-log"],
-        check=True, capture_output=True, text=True,
+        [
+            "java",
+            "-cp",
+            f"{lib}/*",
+            "kafka.tools.DumpLogSegments",
+            "--files",
+            str(segment),
+            "--deep-iteration",
+            "--print-data-log",
+        ],
+        check=True,
+        capture_output=True,
+        text=True,
     )
     return [line for line in proc.stdout.splitlines() if not line.startswith("log4j:")]
 
@@ -105,23 +123,38 @@ def rich_records(with_headers: bool) -> list[Record]:
             value = None
         else:
             value = f"value-{i}-{'x' * i}".encode()
-        headers = [("h1", f"hv{i}".encode()), ("h-null", None)] if with_headers and i % 3 == 0 else []
+        headers = (
+            [("h1", f"hv{i}".encode()), ("h-null", None)]
+            if with_headers and i % 3 == 0
+            else []
+        )
         records.append(Record(2000 + (i * 37) % 101, key, value, headers))
     return records
 
 
-SMALL = [Record(1000, b"k0", b"v0"), Record(1003, None, b"v1"), Record(999, b"k2", None)]
+SMALL = [
+    Record(1000, b"k0", b"v0"),
+    Record(1003, None, b"v1"),
+    Record(999, b"k2", None),
+]
 
 
 # --------------------------------------------------------------------------- Kafka -> kafkasim
 
 
-def test_uncompressed_batches_are_byte_identical(java_vectors: dict[str, bytes]) -> None:
+def test_uncompressed_batches_are_byte_identical(
+    java_vectors: dict[str, bytes],
+) -> None:
     assert java_vectors["v2_exact_k_v_1000"] == build_batch([Record(1000, b"k", b"v")])
     assert java_vectors["v2_none"] == build_batch(rich_records(True), base_offset=100)
     assert java_vectors["v2_txn_none"] == build_batch(
-        SMALL, base_offset=500, producer_id=77, producer_epoch=3, base_sequence=10,
-        partition_leader_epoch=6, is_transactional=True,
+        SMALL,
+        base_offset=500,
+        producer_id=77,
+        producer_epoch=3,
+        base_sequence=10,
+        partition_leader_epoch=6,
+        is_transactional=True,
     )
 
 
@@ -132,8 +165,13 @@ def test_control_batches_are_byte_identical(java_vectors: dict[str, bytes]) -> N
     ]:
         data = java_vectors[name]
         assert data == build_control_batch(
-            ctype, producer_id=1234, producer_epoch=5, coordinator_epoch=coordinator_epoch,
-            timestamp_ms=ts, base_offset=offset, partition_leader_epoch=7,
+            ctype,
+            producer_id=1234,
+            producer_epoch=5,
+            coordinator_epoch=coordinator_epoch,
+            timestamp_ms=ts,
+            base_offset=offset,
+            partition_leader_epoch=7,
         )
         [rec] = decode_batch_records(data)
         assert parse_control_key(rec.key) == (0, ctype)
@@ -141,11 +179,17 @@ def test_control_batches_are_byte_identical(java_vectors: dict[str, bytes]) -> N
 
 
 @pytest.mark.parametrize("codec", ["none", "gzip", "snappy", "lz4", "zstd"])
-def test_decode_kafka_batches_of_every_codec(java_vectors: dict[str, bytes], codec: str) -> None:
+def test_decode_kafka_batches_of_every_codec(
+    java_vectors: dict[str, bytes], codec: str
+) -> None:
     data = java_vectors[f"v2_{codec}"]
     [(pos, header)] = list(iter_batches(data, validate=True))
     assert header.compression.kafka_name == codec
-    assert (header.base_offset, header.last_offset, header.record_count) == (100, 139, 40)
+    assert (header.base_offset, header.last_offset, header.record_count) == (
+        100,
+        139,
+        40,
+    )
     expected = rich_records(True)
     assert header.base_timestamp == expected[0].timestamp_ms
     assert header.max_timestamp == max(r.timestamp_ms for r in expected)
@@ -153,22 +197,34 @@ def test_decode_kafka_batches_of_every_codec(java_vectors: dict[str, bytes], cod
     assert [r.offset for r in got] == list(range(100, 140))
     for rec, exp in zip(got, expected):
         assert (rec.timestamp_ms, rec.key, rec.value, list(rec.headers)) == (
-            exp.timestamp_ms, exp.key, exp.value, list(exp.headers)
+            exp.timestamp_ms,
+            exp.key,
+            exp.value,
+            list(exp.headers),
         )
 
 
 def test_idempotent_batch_sequence_wraps(java_vectors: dict[str, bytes]) -> None:
     data = java_vectors["v2_idempotent_lz4"]
     header = validate_batch(data)
-    assert (header.producer_id, header.producer_epoch, header.partition_leader_epoch) == (78, 1, 2)
+    assert (
+        header.producer_id,
+        header.producer_epoch,
+        header.partition_leader_epoch,
+    ) == (78, 1, 2)
     assert header.base_sequence == 2**31 - 2 and header.last_sequence == 0
     assert [r.sequence for r in decode_batch_records(data)] == [2**31 - 2, 2**31 - 1, 0]
 
 
 @pytest.mark.parametrize("magic", [0, 1])
 @pytest.mark.parametrize("codec", ["none", "gzip", "snappy", "lz4"])
-def test_decode_kafka_legacy_message_sets(java_vectors: dict[str, bytes], magic: int, codec: str) -> None:
-    for name, expected in [(f"v{magic}_{codec}", rich_records(False)), (f"v{magic}_small_{codec}", SMALL)]:
+def test_decode_kafka_legacy_message_sets(
+    java_vectors: dict[str, bytes], magic: int, codec: str
+) -> None:
+    for name, expected in [
+        (f"v{magic}_{codec}", rich_records(False)),
+        (f"v{magic}_small_{codec}", SMALL),
+    ]:
         data = java_vectors[name]
         assert peek_magic(data) == magic
         got = list(iter_legacy_messages(data))
@@ -177,12 +233,16 @@ def test_decode_kafka_legacy_message_sets(java_vectors: dict[str, bytes], magic:
             assert (msg.key, msg.value) == (exp.key, exp.value)
             assert msg.timestamp_ms == (exp.timestamp_ms if magic == 1 else -1)
         if codec == "none":
-            assert data == build_legacy_message_set(expected, magic=magic, base_offset=10)
+            assert data == build_legacy_message_set(
+                expected, magic=magic, base_offset=10
+            )
         else:
             [wrapper] = list(iter_legacy_entries(data))
             assert wrapper.offset == 10 + len(expected) - 1
             ours = compress(CompressionType[codec.upper()], b"", magic=magic)
-            if codec == "lz4":  # frame descriptor incl. HC: KIP-57 for v1, the "broken" one for v0
+            if (
+                codec == "lz4"
+            ):  # frame descriptor incl. HC: KIP-57 for v1, the "broken" one for v0
                 assert wrapper.value[:7] == ours[:7]
             if codec == "snappy":
                 assert wrapper.value[:16] == XERIAL_HEADER
@@ -196,11 +256,17 @@ def test_decode_kafka_legacy_message_sets(java_vectors: dict[str, bytes], magic:
 
 
 def _printable_records(n: int, seed: int) -> list[Record]:
-    letters = bytes(97 + b % 26 for b in noise(70_000, seed))  # > 64 KiB: several lz4/snappy blocks
+    letters = bytes(
+        97 + b % 26 for b in noise(70_000, seed)
+    )  # > 64 KiB: several lz4/snappy blocks
     out = []
     for i in range(n):
         key = None if i % 4 == 0 else f"k{seed}-{i}".encode()
-        value = letters if i == 1 else (None if i % 5 == 3 else f"payload-{seed}-{i}".encode())
+        value = (
+            letters
+            if i == 1
+            else (None if i % 5 == 3 else f"payload-{seed}-{i}".encode())
+        )
         headers = [("trace", f"t{i}".encode()), ("nullh", None)] if i % 2 else []
         out.append(Record(10_000 + seed * 100 + (i * 13) % 17, key, value, headers))
     return out
@@ -237,7 +303,11 @@ def test_dump_log_segments_reads_our_segment(tmp_path: Path) -> None:
     next_offset = 0
     for seed, codec in enumerate(CompressionType):
         records = _printable_records(6, seed)
-        producer = dict(producer_id=1000 + seed, producer_epoch=2, base_sequence=5) if seed % 2 else {}
+        producer = (
+            {"producer_id": 1000 + seed, "producer_epoch": 2, "base_sequence": 5}
+            if seed % 2
+            else {}
+        )
         batch = bytearray(build_batch(records, compression=codec, **producer))
         # What the leader does on append: stamp offset and epoch in place, CRC untouched.
         set_base_offset(batch, 0, next_offset)
@@ -250,8 +320,13 @@ def test_dump_log_segments_reads_our_segment(tmp_path: Path) -> None:
         segment += batch
         next_offset = header.next_offset
     control = build_control_batch(
-        ControlRecordType.COMMIT, producer_id=1001, producer_epoch=2, coordinator_epoch=4,
-        timestamp_ms=77_000, base_offset=next_offset, partition_leader_epoch=3,
+        ControlRecordType.COMMIT,
+        producer_id=1001,
+        producer_epoch=2,
+        coordinator_epoch=4,
+        timestamp_ms=77_000,
+        base_offset=next_offset,
+        partition_leader_epoch=3,
     )
     header = read_header(control)
     expected.append(_batch_line(header, len(segment)))
@@ -263,7 +338,11 @@ def test_dump_log_segments_reads_our_segment(tmp_path: Path) -> None:
     next_offset += 1
     # A legacy set converted to v2, as the broker stores an old producer's request.
     converted = bytearray(
-        convert_legacy_to_v2(build_legacy_message_set(SMALL[:2], magic=1, compression=CompressionType.GZIP))
+        convert_legacy_to_v2(
+            build_legacy_message_set(
+                SMALL[:2], magic=1, compression=CompressionType.GZIP
+            )
+        )
     )
     set_base_offset(converted, 0, next_offset)
     header = validate_batch(converted)
@@ -277,16 +356,27 @@ def test_dump_log_segments_reads_our_segment(tmp_path: Path) -> None:
     lines = dump_log_segments(path)
     assert lines[0] == f"Dumping {path}"
     assert lines[1] == "Log starting offset: 0"
-    assert lines[2:] == expected  # also proves: no "Non-consecutive offsets", no corrupt batch
+    assert (
+        lines[2:] == expected
+    )  # also proves: no "Non-consecutive offsets", no corrupt batch
 
 
 def test_dump_log_segments_reads_our_legacy_segment(tmp_path: Path) -> None:
     segment = bytearray()
     offset = 0
     for magic in (0, 1):
-        for codec in (CompressionType.NONE, CompressionType.GZIP, CompressionType.SNAPPY, CompressionType.LZ4):
-            segment += build_legacy_message_set(SMALL[:2] + [Record(1001, b"k", b"v")], magic=magic,
-                                                base_offset=offset, compression=codec)
+        for codec in (
+            CompressionType.NONE,
+            CompressionType.GZIP,
+            CompressionType.SNAPPY,
+            CompressionType.LZ4,
+        ):
+            segment += build_legacy_message_set(
+                SMALL[:2] + [Record(1001, b"k", b"v")],
+                magic=magic,
+                base_offset=offset,
+                compression=codec,
+            )
             offset += 3
     path = tmp_path / "00000000000000000000.log"
     path.write_bytes(segment)
@@ -297,8 +387,15 @@ def test_dump_log_segments_reads_our_legacy_segment(tmp_path: Path) -> None:
     assert len(wrapper_lines) == len(entries) and len(inner_lines) == offset
     for line, entry in zip(wrapper_lines, entries):
         assert line.startswith(f"offset: {entry.offset} position: {entry.position} ")
-        assert f"magic: {entry.magic} compresscodec: {entry.compression.kafka_name} crc: {entry.crc} isvalid: true" in line
+        assert (
+            f"magic: {entry.magic} compresscodec: {entry.compression.kafka_name} crc: {entry.crc} isvalid: true"
+            in line
+        )
     for line, msg in zip(inner_lines, iter_legacy_messages(segment)):
-        ts = "NoTimestampType: -1" if msg.magic == 0 else f"CreateTime: {msg.timestamp_ms}"
+        ts = (
+            "NoTimestampType: -1"
+            if msg.magic == 0
+            else f"CreateTime: {msg.timestamp_ms}"
+        )
         assert line.startswith(f"| offset: {msg.offset} {ts} ")
         assert "isValid: true" in line

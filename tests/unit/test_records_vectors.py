@@ -89,9 +89,13 @@ def _hand_batch_k_v_1000() -> bytes:
             0x00,  # headers count 0
         ]
     )
-    record = bytes([len(record_body) * 2]) + record_body  # length varint 8 -> zigzag 16 = 0x10
+    record = (
+        bytes([len(record_body) * 2]) + record_body
+    )  # length varint 8 -> zigzag 16 = 0x10
     after_crc = (
-        struct.pack(">h", 0)  # attributes: no compression, CreateTime, not txn, not control
+        struct.pack(
+            ">h", 0
+        )  # attributes: no compression, CreateTime, not txn, not control
         + struct.pack(">i", 0)  # lastOffsetDelta
         + struct.pack(">q", 1000)  # baseTimestamp
         + struct.pack(">q", 1000)  # maxTimestamp
@@ -102,7 +106,9 @@ def _hand_batch_k_v_1000() -> bytes:
         + record
     )
     crc = crc32c_pkg.crc32c(after_crc)
-    batch_length = 4 + 1 + 4 + len(after_crc)  # partitionLeaderEpoch + magic + crc + rest
+    batch_length = (
+        4 + 1 + 4 + len(after_crc)
+    )  # partitionLeaderEpoch + magic + crc + rest
     return (
         struct.pack(">q", 0)  # baseOffset
         + struct.pack(">i", batch_length)
@@ -140,10 +146,16 @@ def test_build_batch_exact_bytes_and_crc() -> None:
     built = build_batch([Record(timestamp_ms=1000, key=b"k", value=b"v")])
     assert built == EXPECTED_K_V_1000
     header = validate_batch(built)
-    assert header.crc == 0x716A6189 == 1902797193
+    assert header.crc == 0x716A6189  # 1902797193 in DumpLogSegments' output
     assert header.size_in_bytes == 70
     [rec] = decode_batch_records(built)
-    assert (rec.offset, rec.timestamp_ms, rec.key, rec.value, rec.headers) == (0, 1000, b"k", b"v", ())
+    assert (rec.offset, rec.timestamp_ms, rec.key, rec.value, rec.headers) == (
+        0,
+        1000,
+        b"k",
+        b"v",
+        (),
+    )
 
 
 def test_record_with_headers_and_nulls_exact_bytes() -> None:
@@ -158,36 +170,64 @@ def test_record_with_headers_and_nulls_exact_bytes() -> None:
         + b"\x01"  # key null (-1)
         + b"\x00"  # value length 0 (empty, not null)
         + b"\x04"  # 2 headers
-        + b"\x02a" + b"\x02" + b"1"  # "a" = b"1"
-        + b"\x04bc" + b"\x01"  # "bc" = null
+        + b"\x02a"
+        + b"\x02"
+        + b"1"  # "a" = b"1"
+        + b"\x04bc"
+        + b"\x01"  # "bc" = null
     )
     assert built[61:] == bytes([len(record_body) * 2]) + record_body
-    assert struct.unpack_from(">i", built, 23)[0] == 3  # lastOffsetDelta = the record's delta
+    assert (
+        struct.unpack_from(">i", built, 23)[0] == 3
+    )  # lastOffsetDelta = the record's delta
 
 
 def test_control_batch_exact_bytes() -> None:
     built = build_control_batch(
-        ControlRecordType.COMMIT, producer_id=4660, producer_epoch=7, coordinator_epoch=9, timestamp_ms=5000,
-        base_offset=42, partition_leader_epoch=3,
+        ControlRecordType.COMMIT,
+        producer_id=4660,
+        producer_epoch=7,
+        coordinator_epoch=9,
+        timestamp_ms=5000,
+        base_offset=42,
+        partition_leader_epoch=3,
     )
-    key = bytes.fromhex("0000" "0001")  # version 0, type COMMIT
-    value = bytes.fromhex("0000" "00000009")  # version 0, coordinatorEpoch 9
+    key = bytes.fromhex("00000001")  # version 0, type COMMIT
+    value = bytes.fromhex("000000000009")  # version 0, coordinatorEpoch 9
     body = b"\x00\x00\x00" + b"\x08" + key + b"\x0c" + value + b"\x00"
     record = bytes([len(body) * 2]) + body
-    after_crc = struct.pack(">hiqqqhii", 0x30, 0, 5000, 5000, 4660, 7, -1, 1) + record  # txn|control
-    expected = struct.pack(">qiibI", 42, 9 + len(after_crc), 3, 2, crc32c_pkg.crc32c(after_crc)) + after_crc
+    after_crc = (
+        struct.pack(">hiqqqhii", 0x30, 0, 5000, 5000, 4660, 7, -1, 1) + record
+    )  # txn|control
+    expected = (
+        struct.pack(
+            ">qiibI", 42, 9 + len(after_crc), 3, 2, crc32c_pkg.crc32c(after_crc)
+        )
+        + after_crc
+    )
     assert built == expected
     h = validate_batch(built)
     assert h.is_control and h.is_transactional and h.base_sequence == -1
 
 
 def test_legacy_v0_and_v1_message_exact_bytes() -> None:
-    v0_body = b"\x00\x00" + struct.pack(">i", 1) + b"k" + struct.pack(">i", 1) + b"v"  # magic attrs key value
+    v0_body = (
+        b"\x00\x00" + struct.pack(">i", 1) + b"k" + struct.pack(">i", 1) + b"v"
+    )  # magic attrs key value
     v0 = struct.pack(">qiI", 7, 4 + len(v0_body), zlib.crc32(v0_body)) + v0_body
-    assert build_legacy_message_set([Record(1000, b"k", b"v")], magic=0, base_offset=7) == v0
+    assert (
+        build_legacy_message_set([Record(1000, b"k", b"v")], magic=0, base_offset=7)
+        == v0
+    )
     assert len(v0) == 12 + 14 + 2  # LOG_OVERHEAD + RECORD_OVERHEAD_V0 + key + value
 
-    v1_body = b"\x01\x00" + struct.pack(">q", 1000) + struct.pack(">i", -1) + struct.pack(">i", 1) + b"v"
+    v1_body = (
+        b"\x01\x00"
+        + struct.pack(">q", 1000)
+        + struct.pack(">i", -1)
+        + struct.pack(">i", 1)
+        + b"v"
+    )
     v1 = struct.pack(">qiI", 0, 4 + len(v1_body), zlib.crc32(v1_body)) + v1_body
     assert build_legacy_message_set([Record(1000, None, b"v")], magic=1) == v1
 
@@ -207,7 +247,7 @@ def test_xxhash32_known_values() -> None:
 def test_lz4_frame_header_bytes() -> None:
     frame = compress(LZ4, b"")
     # magic, FLG 0x60 (v01, block independence), BD 0x40 (64 KiB), HC, end mark
-    assert frame == bytes.fromhex("04224d18" "60" "40" "82" "00000000")
+    assert frame == bytes.fromhex("04224d1860408200000000")
     assert (xxhash32(b"\x60\x40") >> 8) & 0xFF == 0x82
     broken = compress(LZ4, b"", magic=0)
     assert broken[:6] == frame[:6]
