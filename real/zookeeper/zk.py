@@ -70,6 +70,17 @@ def four_letter(port: int, cmd: str = "ruok", timeout_s: float = 1.0) -> str:
         return ""
 
 
+def _ready(port: int, data_dir: Path) -> bool:
+    """`ruok` alone is not enough: it answers `imok` before the server serves requests, and a
+    different ZooKeeper already on the port would answer it too. Require that the server
+    serves (`srvr`) and that it is ours (`conf` shows our dataDir)."""
+    if four_letter(port, "ruok", 0.5) != "imok":
+        return False
+    if "Zookeeper version:" not in four_letter(port, "srvr", 0.5):
+        return False
+    return str(data_dir / "data") in four_letter(port, "conf", 0.5)
+
+
 def write_config(data_dir: Path, port: int) -> Path:
     cfg = data_dir / "zoo.cfg"
     cfg.write_text("\n".join([
@@ -176,7 +187,7 @@ def _launch(data_dir: Path, port: int, timeout_s: float) -> ZooKeeperHandle:
     while time.monotonic() < deadline:
         if proc.poll() is not None:
             raise ZooKeeperStartError(f"ZooKeeper exited with {proc.returncode} on port {port}:\n{handle.log_tail()}")
-        if four_letter(port, "ruok", 0.5) == "imok":
+        if _ready(port, data_dir):
             (data_dir / "zookeeper.pid").write_text(f"{proc.pid} {port}\n")
             return handle
         time.sleep(0.1)
@@ -186,7 +197,7 @@ def _launch(data_dir: Path, port: int, timeout_s: float) -> ZooKeeperHandle:
 
 def start_zookeeper(data_dir: str | Path, port: int = 0, timeout_s: float = START_TIMEOUT_S,
                     attempts: int = 3) -> ZooKeeperHandle:
-    """Start ZooKeeper with its files under data_dir; returns once it answers `ruok`."""
+    """Start ZooKeeper with its files under data_dir; returns once it serves (see _ready)."""
     if not os.path.exists(ZK_JAR):
         raise ZooKeeperStartError(f"{ZK_JAR} missing: apt-get install -y zookeeper")
     d = Path(data_dir).resolve()

@@ -8,30 +8,15 @@
 
 from __future__ import annotations
 
-import importlib.util
 import os
 import sys
 from pathlib import Path
-from types import ModuleType
 from typing import Iterator
 
 import pytest
 
 sys.path.insert(0, str(Path(__file__).parent))
-from runtime_worlds import RealHarness, SimHarness, World  # noqa: E402
-
-REPO = Path(__file__).resolve().parents[2]
-ZK_SCRIPT = REPO / "real" / "zookeeper" / "zk.py"
-
-
-def load_zk_launcher() -> ModuleType:
-    """real/ is a kit of scripts, not a package: load the launcher by path."""
-    spec = importlib.util.spec_from_file_location("kafkasim_real_zookeeper", ZK_SCRIPT)
-    assert spec is not None and spec.loader is not None
-    mod = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = mod  # dataclasses resolve annotations through sys.modules
-    spec.loader.exec_module(mod)
-    return mod
+from runtime_worlds import RealHarness, SimHarness, World, load_zk_launcher  # noqa: E402
 
 
 @pytest.fixture(scope="session")

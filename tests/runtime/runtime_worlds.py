@@ -9,11 +9,14 @@ a fresh universe from the same seed, which is what lets the rng tests compare tw
 from __future__ import annotations
 
 import asyncio
+import importlib.util
 import io
 import itertools
 import json
+import sys
 from dataclasses import dataclass, field
 from pathlib import Path
+from types import ModuleType
 from typing import Any, Awaitable, Callable, Optional
 
 from kafkasim.runtime.api import Coordination, NodeRuntime
@@ -27,6 +30,22 @@ SIM_STEP_MS = 1_000.0
 REAL_TIMEOUT_S = 20.0
 
 _roots = itertools.count(1)
+
+REPO = Path(__file__).resolve().parents[2]
+ZK_SCRIPT = REPO / "real" / "zookeeper" / "zk.py"
+
+
+def load_zk_launcher() -> ModuleType:
+    """real/ is a kit of scripts, not a package: load the ZooKeeper launcher by path."""
+    name = "kafkasim_real_zookeeper"
+    if name in sys.modules:
+        return sys.modules[name]
+    spec = importlib.util.spec_from_file_location(name, ZK_SCRIPT)
+    assert spec is not None and spec.loader is not None
+    mod = importlib.util.module_from_spec(spec)
+    sys.modules[name] = mod  # dataclasses resolve annotations through sys.modules
+    spec.loader.exec_module(mod)
+    return mod
 
 
 class HarnessTimeout(AssertionError):
