@@ -1,0 +1,104 @@
+"""kafkasim's command line.
+
+  kafkasim run SCENARIO --seed N [--out DIR]       one simulated run; exit 0 iff its checks hold
+  kafkasim serve --port P --log-dir DIR [--zookeeper HOST:PORT] [--broker-id N]
+                                                    the same broker on real sockets and disks
+  kafkasim load --bootstrap HOST:PORT --topic T     the workload's producer + consumer, for real
+  kafkasim report REPORTS_DIR [--out DIR] [--master URL]
+                                                    PySpark summary (table + HTML) of run reports
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from typing import Optional
+
+
+def _cmd_run(args: argparse.Namespace) -> int:
+    from kafkasim.harness.runner import run_scenario
+    from kafkasim.harness.scenario import ScenarioError, load_scenario
+
+    try:
+        scenario = load_scenario(args.scenario)
+    except ScenarioError as exc:
+        print(f"kafkasim: {exc}", file=sys.stderr)
+        return 2
+    result = run_scenario(scenario, args.seed, args.out)
+    run = result.run
+    stats = run["stats"]
+    print(f"scenario {run['scenario']} seed {run['seed']}: {run['verdict'].upper()}")
+    print(f"  acked {stats['acked']}/{stats['produced']}, consumed {stats['consumed']}, "
+          f"sim {stats['sim_time_ms'] / 1000:.1f} s in {stats['wall_time_s']:.2f} s wall "
+          f"({stats['sim_to_wall_ratio']:.1f}x)")
+    for c in run["checks"]:
+        if not c["ok"]:
+            print(f"  {'expected' if c['expected'] else 'VIOLATION'}: {c['name']} x{c['violations']}")
+    print(f"  report: {result.out_dir}/run.json")
+    print(f"trace hash {run['trace_hash']}")
+    return 0 if result.passed else 1
+
+
+def _cmd_serve(args: argparse.Namespace) -> int:
+    from kafkasim.runtime.real.serve import serve
+
+    return serve(args.port, args.log_dir, args.zookeeper, args.broker_id, args.host, args.trace)
+
+
+def _cmd_load(args: argparse.Namespace) -> int:
+    from kafkasim.runtime.real.serve import load
+
+    summary = load(args.bootstrap, args.topic, args.messages, args.rate, args.acks, args.seed)
+    print(json.dumps(summary, indent=2, sort_keys=True))
+    return 0 if summary["lost"] == 0 and summary["duplicates"] == 0 else 1
+
+
+def _cmd_report(args: argparse.Namespace) -> int:
+    from kafkasim.report.console import format_console
+    from kafkasim.report.job import run_report
+
+    result = run_report(args.reports_dir, args.out, args.master)
+    print(format_console(result))
+    return 0
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="kafkasim", description="Kafka-compatible broker, real or simulated")
+    sub = p.add_subparsers(dest="command", required=True)
+    r = sub.add_parser("run", help="run one scenario in the simulated world")
+    r.add_argument("scenario")
+    r.add_argument("--seed", type=int, default=1)
+    r.add_argument("--out", help="report directory (default reports/runs/<scenario>/seed-<N>)")
+    r.set_defaults(fn=_cmd_run)
+    s = sub.add_parser("serve", help="run a broker on real sockets and disk")
+    s.add_argument("--port", type=int, default=9092)
+    s.add_argument("--host", default="127.0.0.1")
+    s.add_argument("--log-dir", required=True)
+    s.add_argument("--zookeeper", help="HOST:PORT of a real ZooKeeper (default: an embedded store)")
+    s.add_argument("--broker-id", type=int, default=0)
+    s.add_argument("--trace", help="write the broker's trace (JSON lines) to this file")
+    s.set_defaults(fn=_cmd_serve)
+    ld = sub.add_parser("load", help="run the workload producer + consumer against a real broker")
+    ld.add_argument("--bootstrap", required=True)
+    ld.add_argument("--topic", default="kafkasim-load")
+    ld.add_argument("--messages", type=int, default=1000)
+    ld.add_argument("--rate", type=float, default=1000.0, help="messages per second")
+    ld.add_argument("--acks", default="all", choices=["all", "1", "0"])
+    ld.add_argument("--seed", type=int, default=1)
+    ld.set_defaults(fn=_cmd_load)
+    rep = sub.add_parser("report", help="aggregate run reports with PySpark")
+    rep.add_argument("reports_dir")
+    rep.add_argument("--out")
+    rep.add_argument("--master", default="local[*]")
+    rep.set_defaults(fn=_cmd_report)
+    return p
+
+
+def main(argv: Optional[list[str]] = None) -> int:
+    args = build_parser().parse_args(argv)
+    return int(args.fn(args))
+
+
+if __name__ == "__main__":
+    sys.exit(main())

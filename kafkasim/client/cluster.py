@@ -1,0 +1,104 @@
+"""ClientCluster: bootstrap, metadata, partition leaders and one connection per broker."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Optional
+
+from kafkasim.client.connection import BrokerConnection
+from kafkasim.protocol import errors as E
+from kafkasim.protocol.messages.create_topics import CreateTopicsRequest
+from kafkasim.protocol.messages.metadata import MetadataRequest
+from kafkasim.runtime.api import NetworkError, NodeRuntime, RuntimeTimeout
+
+
+@dataclass(frozen=True)
+class PartitionLeader:
+    leader: int
+    leader_epoch: int
+
+
+def parse_bootstrap(servers: str) -> list[tuple[str, int]]:
+    out = []
+    for item in servers.split(","):
+        host, port = item.strip().rsplit(":", 1)
+        out.append((host, int(port)))
+    return out
+
+
+class ClientCluster:
+    def __init__(self, rt: NodeRuntime, bootstrap: str, client_id: str, request_timeout_ms: float = 30000) -> None:
+        self.rt = rt
+        self.bootstrap = parse_bootstrap(bootstrap)
+        self.client_id = client_id
+        self.request_timeout_ms = request_timeout_ms
+        self.brokers: dict[int, tuple[str, int]] = {}
+        self.leaders: dict[tuple[str, int], PartitionLeader] = {}
+        self.partition_counts: dict[str, int] = {}
+        self._conns: dict[tuple[str, int], BrokerConnection] = {}
+
+    async def connection(self, host: str, port: int) -> BrokerConnection:
+        conn = self._conns.get((host, port))
+        if conn is None or conn.closed:
+            conn = BrokerConnection(self.rt, host, port, self.client_id)
+            await conn.connect(self.request_timeout_ms)
+            self._conns[(host, port)] = conn
+        return conn
+
+    async def broker_connection(self, broker_id: int) -> BrokerConnection:
+        host, port = self.brokers[broker_id]
+        return await self.connection(host, port)
+
+    async def any_connection(self) -> BrokerConnection:
+        addrs = list(self.brokers.values()) + self.bootstrap
+        last: Optional[Exception] = None
+        for host, port in addrs:
+            try:
+                return await self.connection(host, port)
+            except (NetworkError, RuntimeTimeout) as exc:
+                last = exc
+        raise NetworkError(f"no broker reachable: {last}")
+
+    async def refresh_metadata(self, topics: list[str], allow_auto_create: bool = True) -> dict[str, int]:
+        """Fetch metadata; returns per-topic error codes."""
+        conn = await self.any_connection()
+        req = MetadataRequest(topics=[MetadataRequest.MetadataRequestTopic(name=t) for t in topics],
+                              allow_auto_topic_creation=allow_auto_create)
+        resp = await self.rt.wait_for(conn.request(req), self.request_timeout_ms)
+        self.brokers = {b.node_id: (b.host, b.port) for b in resp.brokers}
+        errors = {}
+        for t in resp.topics:
+            errors[t.name] = t.error_code
+            if t.error_code != E.NONE:
+                continue
+            self.partition_counts[t.name] = len(t.partitions)
+            for p in t.partitions:
+                self.leaders[(t.name, p.partition_index)] = PartitionLeader(p.leader_id, p.leader_epoch)
+        return errors
+
+    async def wait_for_topic(self, topic: str, attempts: int = 50, backoff_ms: float = 100) -> int:
+        """Metadata until the topic has leaders (auto-creating it); returns its partition count."""
+        for _ in range(attempts):
+            try:
+                errors = await self.refresh_metadata([topic])
+                if errors.get(topic) == E.NONE and all((topic, p) in self.leaders and self.leaders[(topic, p)].leader >= 0
+                                                       for p in range(self.partition_counts[topic])):
+                    return self.partition_counts[topic]
+            except (NetworkError, RuntimeTimeout):
+                pass
+            await self.rt.sleep(backoff_ms)
+        raise NetworkError(f"topic {topic} has no leaders after {attempts} attempts")
+
+    async def create_topic(self, topic: str, partitions: int, replication_factor: int) -> int:
+        conn = await self.any_connection()
+        T = CreateTopicsRequest.CreatableTopic
+        req = CreateTopicsRequest(topics=[T(name=topic, num_partitions=partitions,
+                                            replication_factor=replication_factor, assignments=[], configs=[])],
+                                  timeout_ms=int(self.request_timeout_ms), validate_only=False)
+        resp = await self.rt.wait_for(conn.request(req), self.request_timeout_ms)
+        return int(resp.topics[0].error_code)
+
+    def close(self) -> None:
+        for conn in self._conns.values():
+            conn.close()
+        self._conns.clear()

@@ -1,0 +1,148 @@
+"""Consumer: kafkasim's own consumer with manual assignment (consumer groups come with the
+group coordinator). Fetch long-polls the leaders of the assigned partitions, decodes whole
+batches, skips records below the position (a batch can start before it) and ignores a
+trailing partial batch, as Kafka's consumers do."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Optional
+
+from kafkasim.client.cluster import ClientCluster
+from kafkasim.protocol import errors as E
+from kafkasim.protocol.messages.fetch import FetchRequest
+from kafkasim.protocol.messages.list_offsets import ListOffsetsRequest
+from kafkasim.records.batch import decode_batch_records, iter_batches
+from kafkasim.records.errors import CorruptRecordError
+from kafkasim.runtime.api import NetworkError, NodeRuntime, RuntimeTimeout
+
+EARLIEST, LATEST = -2, -1
+
+
+@dataclass(frozen=True)
+class ConsumedRecord:
+    topic: str
+    partition: int
+    offset: int
+    timestamp_ms: int
+    key: Optional[bytes]
+    value: Optional[bytes]
+
+
+@dataclass
+class ConsumerConfig:
+    fetch_max_wait_ms: int = 500       # fetch.max.wait.ms
+    fetch_min_bytes: int = 1           # fetch.min.bytes
+    fetch_max_bytes: int = 52428800    # fetch.max.bytes
+    max_partition_fetch_bytes: int = 1048576  # max.partition.fetch.bytes
+    auto_offset_reset: str = "earliest"  # auto.offset.reset
+    request_timeout_ms: float = 30000  # request.timeout.ms
+    isolation_level: int = 0           # isolation.level (0 read_uncommitted)
+
+
+class Consumer:
+    def __init__(self, rt: NodeRuntime, bootstrap: str, config: Optional[ConsumerConfig] = None,
+                 client_id: str = "kafkasim-consumer") -> None:
+        self.rt = rt
+        self.config = config or ConsumerConfig()
+        self.cluster = ClientCluster(rt, bootstrap, client_id, self.config.request_timeout_ms)
+        self.positions: dict[tuple[str, int], Optional[int]] = {}
+        self.corrupt_batches = 0
+
+    async def assign(self, partitions: list[tuple[str, int]]) -> None:
+        for topic in sorted({t for t, _ in partitions}):
+            await self.cluster.wait_for_topic(topic)
+        self.positions = {tp: None for tp in partitions}
+
+    async def assign_all(self, topic: str) -> None:
+        n = await self.cluster.wait_for_topic(topic)
+        await self.assign([(topic, p) for p in range(n)])
+
+    def seek(self, tp: tuple[str, int], offset: int) -> None:
+        self.positions[tp] = offset
+
+    async def _reset(self, tp: tuple[str, int]) -> None:
+        ts = EARLIEST if self.config.auto_offset_reset == "earliest" else LATEST
+        self.positions[tp] = await self.list_offset(tp, ts)
+
+    async def list_offset(self, tp: tuple[str, int], timestamp: int) -> int:
+        leader = self.cluster.leaders[tp].leader
+        conn = await self.cluster.broker_connection(leader)
+        T = ListOffsetsRequest.ListOffsetsTopic
+        req = ListOffsetsRequest(replica_id=-1, isolation_level=self.config.isolation_level, topics=[
+            T(name=tp[0], partitions=[T.ListOffsetsPartition(partition_index=tp[1], timestamp=timestamp)])])
+        resp = await self.rt.wait_for(conn.request(req), self.config.request_timeout_ms)
+        p = resp.topics[0].partitions[0]
+        if p.error_code != E.NONE:
+            raise NetworkError(f"ListOffsets {tp} failed with error {p.error_code}")
+        return int(p.offset)
+
+    async def poll(self) -> list[ConsumedRecord]:
+        """One round of fetches (long-polling up to fetch.max.wait.ms); records in offset order
+        per partition."""
+        try:
+            for tp, pos in list(self.positions.items()):
+                if pos is None:
+                    await self._reset(tp)
+            by_leader: dict[int, list[tuple[str, int]]] = {}
+            for tp in self.positions:
+                by_leader.setdefault(self.cluster.leaders[tp].leader, []).append(tp)
+            out: list[ConsumedRecord] = []
+            for leader, tps in sorted(by_leader.items()):
+                out += await self._fetch_from(leader, tps)
+            return out
+        except (NetworkError, RuntimeTimeout, KeyError):
+            await self.rt.sleep(100)
+            try:
+                await self.cluster.refresh_metadata(sorted({t for t, _ in self.positions}), allow_auto_create=False)
+            except (NetworkError, RuntimeTimeout):
+                pass
+            return []
+
+    async def _fetch_from(self, leader: int, tps: list[tuple[str, int]]) -> list[ConsumedRecord]:
+        conn = await self.cluster.broker_connection(leader)
+        topics: dict[str, list[FetchRequest.FetchTopic.FetchPartition]] = {}
+        for topic, p in tps:
+            topics.setdefault(topic, []).append(FetchRequest.FetchTopic.FetchPartition(
+                partition=p, fetch_offset=self.positions[(topic, p)],
+                partition_max_bytes=self.config.max_partition_fetch_bytes))
+        req = FetchRequest(replica_id=-1, max_wait_ms=self.config.fetch_max_wait_ms,
+                           min_bytes=self.config.fetch_min_bytes, max_bytes=self.config.fetch_max_bytes,
+                           isolation_level=self.config.isolation_level,
+                           topics=[FetchRequest.FetchTopic(topic=t, partitions=ps) for t, ps in topics.items()])
+        resp = await self.rt.wait_for(conn.request(req),
+                                      self.config.request_timeout_ms + self.config.fetch_max_wait_ms)
+        out: list[ConsumedRecord] = []
+        for t in resp.responses:
+            for p in t.partitions:
+                out += self._handle_partition(t.topic, p)
+        return out
+
+    def _handle_partition(self, topic: str, p: object) -> list[ConsumedRecord]:
+        tp = (topic, p.partition_index)  # type: ignore[attr-defined]
+        code = p.error_code  # type: ignore[attr-defined]
+        if code == E.OFFSET_OUT_OF_RANGE:
+            self.positions[tp] = None
+            return []
+        if code != E.NONE or p.records is None:  # type: ignore[attr-defined]
+            return []
+        data = bytes(p.records)  # type: ignore[attr-defined]
+        out: list[ConsumedRecord] = []
+        pos = self.positions[tp]
+        assert pos is not None
+        try:
+            for at, h in iter_batches(data):
+                if h.last_offset < pos or h.is_control:
+                    pos = max(pos, h.next_offset) if h.is_control else pos
+                    continue
+                for r in decode_batch_records(data, at):
+                    if r.offset >= pos:
+                        out.append(ConsumedRecord(topic, tp[1], r.offset, r.timestamp_ms, r.key, r.value))
+                pos = max(pos, h.next_offset)
+        except CorruptRecordError:
+            self.corrupt_batches += 1
+        self.positions[tp] = pos
+        return out
+
+    def close(self) -> None:
+        self.cluster.close()
