@@ -18,7 +18,8 @@ from kafkasim.runtime.api import (Cancelled, Coordination, Future, NodeDead, Nod
                                   Task, Timer)
 from kafkasim.runtime.real.fs import RealFileSystem
 from kafkasim.runtime.real.net import RealNetwork
-from kafkasim.runtime.real.zk import EmbeddedCoordination, KazooCoordination
+from kafkasim.runtime.real.zk import (EmbeddedCoordination, KazooCoordination,
+                                      NodeEmbeddedCoordination)
 from kafkasim.runtime.rng import SeededRng
 
 T = TypeVar("T")
@@ -119,7 +120,11 @@ class RealNode(NodeRuntime):
         if isinstance(zookeeper, str):
             self.coordination: Coordination = KazooCoordination(zookeeper, self)
         else:
-            self.coordination = zookeeper if zookeeper is not None else EmbeddedCoordination()
+            shared = zookeeper if zookeeper is not None else EmbeddedCoordination()
+            # The embedded store is shared by the process's nodes; each node gets a view that
+            # ends its own sessions when it is killed.
+            self.coordination = (NodeEmbeddedCoordination(shared)
+                                 if isinstance(shared, EmbeddedCoordination) else shared)
 
     @property
     def loop(self) -> asyncio.AbstractEventLoop:
@@ -216,6 +221,9 @@ class RealNode(NodeRuntime):
             t.cancel()
         self.net.kill()
         self.fs.kill()
+        kill_sessions = getattr(self.coordination, "kill", None)
+        if kill_sessions is not None:
+            kill_sessions()
 
 
 def _aio(item: Future[Any] | Task) -> "asyncio.Future[Any]":

@@ -82,10 +82,33 @@ class EmbeddedZkClient(ZkClient):
         pass  # an in-process session never disconnects or expires
 
     async def close(self) -> None:
+        self.close_now()
+
+    def close_now(self) -> None:
         if not self._closed:
             self._closed = True
             self._c.clients.pop(self.session_id, None)
             self._c.deliver(self._c.store.close_session(self.session_id))
+
+
+class NodeEmbeddedCoordination(Coordination):
+    """One node's view of a shared embedded store: remembers the node's sessions so that
+    killing the node ends them (its ephemerals go), as a real ZooKeeper would on expiry."""
+
+    def __init__(self, shared: EmbeddedCoordination) -> None:
+        self.shared = shared
+        self._sessions: list[EmbeddedZkClient] = []
+
+    async def connect(self, session_timeout_ms: int) -> ZkClient:
+        client = await self.shared.connect(session_timeout_ms)
+        assert isinstance(client, EmbeddedZkClient)
+        self._sessions.append(client)
+        return client
+
+    def kill(self) -> None:
+        for client in self._sessions:
+            client.close_now()
+        self._sessions.clear()
 
 
 # ---------------------------------------------------------------- kazoo
@@ -116,6 +139,24 @@ _STATES = {"CONNECTED": "connected", "SUSPENDED": "suspended", "LOST": "expired"
 class KazooCoordination(Coordination):
     def __init__(self, hosts: str, node: "RealNode") -> None:
         self.hosts, self._node = hosts, node
+        self._clients: list[Any] = []
+
+    def kill(self) -> None:
+        """The node died: end its sessions so ZooKeeper drops its ephemerals. (A real kill -9
+        leaves them until the session times out; ending them at once is within that bound.)
+        kazoo's stop() blocks, so it runs on a worker thread and nobody waits for it."""
+        clients, self._clients = self._clients, []
+
+        def stop() -> None:
+            for client in clients:
+                try:
+                    client.stop()
+                    client.close()
+                except Exception:  # the node is dead; nothing is left to report to
+                    pass
+
+        if clients:
+            asyncio.get_running_loop().run_in_executor(None, stop)
 
     async def connect(self, session_timeout_ms: int) -> ZkClient:
         from kazoo.client import KazooClient
@@ -128,6 +169,7 @@ class KazooCoordination(Coordination):
         except Exception as exc:
             client.close()
             raise api.ConnectionLossError(f"cannot reach ZooKeeper at {self.hosts}: {exc}") from exc
+        self._clients.append(client)
         return KazooZkClient(client, loop, self._node)
 
 
@@ -237,4 +279,4 @@ def _settle(fut: "asyncio.Future[Any]", value: Any, exc: Optional[BaseException]
         fut.set_result(value)
 
 
-__all__ = ["EmbeddedCoordination", "KazooCoordination", "NodeDead"]
+__all__ = ["EmbeddedCoordination", "NodeEmbeddedCoordination", "KazooCoordination", "NodeDead"]
