@@ -178,3 +178,18 @@ def test_multi_is_all_or_nothing(zk_world: World) -> None:
         return [rolled_back, after, shape]
 
     assert zk_world.run(with_client(body)) == [[None, b"t"], [None, b"y"], [True, True, 1, True]]
+
+
+def test_a_killed_nodes_ephemerals_vanish_within_the_session_timeout(zk_world: World) -> None:
+    """kill -9 of a broker must free its /brokers/ids entry (that is how the controller learns
+    of the death): at once or by session expiry, but within the session timeout + slack."""
+    async def body(ctx: Ctx, zk: ZkClient, root: str) -> list[Any]:
+        broker = await ctx.node("broker").coordination.connect(SESSION_MS)
+        p = await broker.create(f"{root}/broker-1", b"b1", ephemeral=True)
+        gone = ctx.rt.future()
+        await zk.exists(p, watch=lambda ev: gone.set_result(ev.type))
+        ctx.kill("broker")
+        idx = await ctx.rt.wait_first([gone], SESSION_MS + 2_000)
+        return [idx, gone.result() if idx == 0 else None, await zk.exists(p)]
+
+    assert zk_world.run(with_client(body)) == [0, "deleted", None]
