@@ -43,6 +43,13 @@ class AddPartitionsToTxnRequest(Message):
         __slots__ = ('transactional_id', 'producer_id', 'producer_epoch', 'verify_only', 'topics', '_unknown_tagged_fields')
         _FIELD_NAMES = ('transactional_id', 'producer_id', 'producer_epoch', 'verify_only', 'topics')
 
+        def __eq__(self, other: object) -> bool:
+            if type(other) is not type(self):
+                return NotImplemented
+            return self.transactional_id == other.transactional_id and self.producer_id == other.producer_id and self.producer_epoch == other.producer_epoch and self.verify_only == other.verify_only and self.topics == other.topics and (self._unknown_tagged_fields or None) == (other._unknown_tagged_fields or None)  # type: ignore[attr-defined]
+
+        __hash__ = None  # type: ignore[assignment]
+
         def __init__(
             self,
             *,
@@ -64,6 +71,13 @@ class AddPartitionsToTxnRequest(Message):
         __slots__ = ('name', 'partitions', '_unknown_tagged_fields')
         _FIELD_NAMES = ('name', 'partitions')
 
+        def __eq__(self, other: object) -> bool:
+            if type(other) is not type(self):
+                return NotImplemented
+            return self.name == other.name and self.partitions == other.partitions and (self._unknown_tagged_fields or None) == (other._unknown_tagged_fields or None)  # type: ignore[attr-defined]
+
+        __hash__ = None  # type: ignore[assignment]
+
         def __init__(
             self,
             *,
@@ -74,6 +88,13 @@ class AddPartitionsToTxnRequest(Message):
             self.name = name
             self.partitions = [] if partitions is DEFAULT else partitions
             self._unknown_tagged_fields = _unknown_tagged_fields
+
+    def __eq__(self, other: object) -> bool:
+        if type(other) is not type(self):
+            return NotImplemented
+        return self.transactions == other.transactions and self.v3_and_below_transactional_id == other.v3_and_below_transactional_id and self.v3_and_below_producer_id == other.v3_and_below_producer_id and self.v3_and_below_producer_epoch == other.v3_and_below_producer_epoch and self.v3_and_below_topics == other.v3_and_below_topics and (self._unknown_tagged_fields or None) == (other._unknown_tagged_fields or None)  # type: ignore[attr-defined]
+
+    __hash__ = None  # type: ignore[assignment]
 
     def __init__(
         self,
@@ -107,6 +128,13 @@ class AddPartitionsToTxnResponse(Message):
         __slots__ = ('transactional_id', 'topic_results', '_unknown_tagged_fields')
         _FIELD_NAMES = ('transactional_id', 'topic_results')
 
+        def __eq__(self, other: object) -> bool:
+            if type(other) is not type(self):
+                return NotImplemented
+            return self.transactional_id == other.transactional_id and self.topic_results == other.topic_results and (self._unknown_tagged_fields or None) == (other._unknown_tagged_fields or None)  # type: ignore[attr-defined]
+
+        __hash__ = None  # type: ignore[assignment]
+
         def __init__(
             self,
             *,
@@ -121,6 +149,13 @@ class AddPartitionsToTxnResponse(Message):
     class AddPartitionsToTxnTopicResult(Struct):
         __slots__ = ('name', 'results_by_partition', '_unknown_tagged_fields')
         _FIELD_NAMES = ('name', 'results_by_partition')
+
+        def __eq__(self, other: object) -> bool:
+            if type(other) is not type(self):
+                return NotImplemented
+            return self.name == other.name and self.results_by_partition == other.results_by_partition and (self._unknown_tagged_fields or None) == (other._unknown_tagged_fields or None)  # type: ignore[attr-defined]
+
+        __hash__ = None  # type: ignore[assignment]
 
         def __init__(
             self,
@@ -137,6 +172,13 @@ class AddPartitionsToTxnResponse(Message):
         __slots__ = ('partition_index', 'partition_error_code', '_unknown_tagged_fields')
         _FIELD_NAMES = ('partition_index', 'partition_error_code')
 
+        def __eq__(self, other: object) -> bool:
+            if type(other) is not type(self):
+                return NotImplemented
+            return self.partition_index == other.partition_index and self.partition_error_code == other.partition_error_code and (self._unknown_tagged_fields or None) == (other._unknown_tagged_fields or None)  # type: ignore[attr-defined]
+
+        __hash__ = None  # type: ignore[assignment]
+
         def __init__(
             self,
             *,
@@ -147,6 +189,13 @@ class AddPartitionsToTxnResponse(Message):
             self.partition_index = partition_index
             self.partition_error_code = partition_error_code
             self._unknown_tagged_fields = _unknown_tagged_fields
+
+    def __eq__(self, other: object) -> bool:
+        if type(other) is not type(self):
+            return NotImplemented
+        return self.throttle_time_ms == other.throttle_time_ms and self.error_code == other.error_code and self.results_by_transaction == other.results_by_transaction and self.results_by_topic_v3_and_below == other.results_by_topic_v3_and_below and (self._unknown_tagged_fields or None) == (other._unknown_tagged_fields or None)  # type: ignore[attr-defined]
+
+    __hash__ = None  # type: ignore[assignment]
 
     def __init__(
         self,

@@ -37,6 +37,13 @@ class AllocateProducerIdsRequest(Message):
     MAX_VERSION = 0
     FLEXIBLE_FROM = 0
 
+    def __eq__(self, other: object) -> bool:
+        if type(other) is not type(self):
+            return NotImplemented
+        return self.broker_id == other.broker_id and self.broker_epoch == other.broker_epoch and (self._unknown_tagged_fields or None) == (other._unknown_tagged_fields or None)  # type: ignore[attr-defined]
+
+    __hash__ = None  # type: ignore[assignment]
+
     def __init__(
         self,
         *,
@@ -58,6 +65,13 @@ class AllocateProducerIdsResponse(Message):
     MIN_VERSION = 0
     MAX_VERSION = 0
     FLEXIBLE_FROM = 0
+
+    def __eq__(self, other: object) -> bool:
+        if type(other) is not type(self):
+            return NotImplemented
+        return self.throttle_time_ms == other.throttle_time_ms and self.error_code == other.error_code and self.producer_id_start == other.producer_id_start and self.producer_id_len == other.producer_id_len and (self._unknown_tagged_fields or None) == (other._unknown_tagged_fields or None)  # type: ignore[attr-defined]
+
+    __hash__ = None  # type: ignore[assignment]
 
     def __init__(
         self,

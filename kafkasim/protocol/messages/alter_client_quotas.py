@@ -47,6 +47,13 @@ class AlterClientQuotasRequest(Message):
             __slots__ = ('entity_type', 'entity_name', '_unknown_tagged_fields')
             _FIELD_NAMES = ('entity_type', 'entity_name')
 
+            def __eq__(self, other: object) -> bool:
+                if type(other) is not type(self):
+                    return NotImplemented
+                return self.entity_type == other.entity_type and self.entity_name == other.entity_name and (self._unknown_tagged_fields or None) == (other._unknown_tagged_fields or None)  # type: ignore[attr-defined]
+
+            __hash__ = None  # type: ignore[assignment]
+
             def __init__(
                 self,
                 *,
@@ -62,6 +69,13 @@ class AlterClientQuotasRequest(Message):
             __slots__ = ('key', 'value', 'remove', '_unknown_tagged_fields')
             _FIELD_NAMES = ('key', 'value', 'remove')
 
+            def __eq__(self, other: object) -> bool:
+                if type(other) is not type(self):
+                    return NotImplemented
+                return self.key == other.key and self.value == other.value and self.remove == other.remove and (self._unknown_tagged_fields or None) == (other._unknown_tagged_fields or None)  # type: ignore[attr-defined]
+
+            __hash__ = None  # type: ignore[assignment]
+
             def __init__(
                 self,
                 *,
@@ -75,6 +89,13 @@ class AlterClientQuotasRequest(Message):
                 self.remove = remove
                 self._unknown_tagged_fields = _unknown_tagged_fields
 
+        def __eq__(self, other: object) -> bool:
+            if type(other) is not type(self):
+                return NotImplemented
+            return self.entity == other.entity and self.ops == other.ops and (self._unknown_tagged_fields or None) == (other._unknown_tagged_fields or None)  # type: ignore[attr-defined]
+
+        __hash__ = None  # type: ignore[assignment]
+
         def __init__(
             self,
             *,
@@ -85,6 +106,13 @@ class AlterClientQuotasRequest(Message):
             self.entity = [] if entity is DEFAULT else entity
             self.ops = [] if ops is DEFAULT else ops
             self._unknown_tagged_fields = _unknown_tagged_fields
+
+    def __eq__(self, other: object) -> bool:
+        if type(other) is not type(self):
+            return NotImplemented
+        return self.entries == other.entries and self.validate_only == other.validate_only and (self._unknown_tagged_fields or None) == (other._unknown_tagged_fields or None)  # type: ignore[attr-defined]
+
+    __hash__ = None  # type: ignore[assignment]
 
     def __init__(
         self,
@@ -116,6 +144,13 @@ class AlterClientQuotasResponse(Message):
             __slots__ = ('entity_type', 'entity_name', '_unknown_tagged_fields')
             _FIELD_NAMES = ('entity_type', 'entity_name')
 
+            def __eq__(self, other: object) -> bool:
+                if type(other) is not type(self):
+                    return NotImplemented
+                return self.entity_type == other.entity_type and self.entity_name == other.entity_name and (self._unknown_tagged_fields or None) == (other._unknown_tagged_fields or None)  # type: ignore[attr-defined]
+
+            __hash__ = None  # type: ignore[assignment]
+
             def __init__(
                 self,
                 *,
@@ -126,6 +161,13 @@ class AlterClientQuotasResponse(Message):
                 self.entity_type = entity_type
                 self.entity_name = entity_name
                 self._unknown_tagged_fields = _unknown_tagged_fields
+
+        def __eq__(self, other: object) -> bool:
+            if type(other) is not type(self):
+                return NotImplemented
+            return self.error_code == other.error_code and self.error_message == other.error_message and self.entity == other.entity and (self._unknown_tagged_fields or None) == (other._unknown_tagged_fields or None)  # type: ignore[attr-defined]
+
+        __hash__ = None  # type: ignore[assignment]
 
         def __init__(
             self,
@@ -139,6 +181,13 @@ class AlterClientQuotasResponse(Message):
             self.error_message = error_message
             self.entity = [] if entity is DEFAULT else entity
             self._unknown_tagged_fields = _unknown_tagged_fields
+
+    def __eq__(self, other: object) -> bool:
+        if type(other) is not type(self):
+            return NotImplemented
+        return self.throttle_time_ms == other.throttle_time_ms and self.entries == other.entries and (self._unknown_tagged_fields or None) == (other._unknown_tagged_fields or None)  # type: ignore[attr-defined]
+
+    __hash__ = None  # type: ignore[assignment]
 
     def __init__(
         self,

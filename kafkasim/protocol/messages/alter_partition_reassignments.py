@@ -45,6 +45,13 @@ class AlterPartitionReassignmentsRequest(Message):
             __slots__ = ('partition_index', 'replicas', '_unknown_tagged_fields')
             _FIELD_NAMES = ('partition_index', 'replicas')
 
+            def __eq__(self, other: object) -> bool:
+                if type(other) is not type(self):
+                    return NotImplemented
+                return self.partition_index == other.partition_index and self.replicas == other.replicas and (self._unknown_tagged_fields or None) == (other._unknown_tagged_fields or None)  # type: ignore[attr-defined]
+
+            __hash__ = None  # type: ignore[assignment]
+
             def __init__(
                 self,
                 *,
@@ -56,6 +63,13 @@ class AlterPartitionReassignmentsRequest(Message):
                 self.replicas = replicas
                 self._unknown_tagged_fields = _unknown_tagged_fields
 
+        def __eq__(self, other: object) -> bool:
+            if type(other) is not type(self):
+                return NotImplemented
+            return self.name == other.name and self.partitions == other.partitions and (self._unknown_tagged_fields or None) == (other._unknown_tagged_fields or None)  # type: ignore[attr-defined]
+
+        __hash__ = None  # type: ignore[assignment]
+
         def __init__(
             self,
             *,
@@ -66,6 +80,13 @@ class AlterPartitionReassignmentsRequest(Message):
             self.name = name
             self.partitions = [] if partitions is DEFAULT else partitions
             self._unknown_tagged_fields = _unknown_tagged_fields
+
+    def __eq__(self, other: object) -> bool:
+        if type(other) is not type(self):
+            return NotImplemented
+        return self.timeout_ms == other.timeout_ms and self.topics == other.topics and (self._unknown_tagged_fields or None) == (other._unknown_tagged_fields or None)  # type: ignore[attr-defined]
+
+    __hash__ = None  # type: ignore[assignment]
 
     def __init__(
         self,
@@ -97,6 +118,13 @@ class AlterPartitionReassignmentsResponse(Message):
             __slots__ = ('partition_index', 'error_code', 'error_message', '_unknown_tagged_fields')
             _FIELD_NAMES = ('partition_index', 'error_code', 'error_message')
 
+            def __eq__(self, other: object) -> bool:
+                if type(other) is not type(self):
+                    return NotImplemented
+                return self.partition_index == other.partition_index and self.error_code == other.error_code and self.error_message == other.error_message and (self._unknown_tagged_fields or None) == (other._unknown_tagged_fields or None)  # type: ignore[attr-defined]
+
+            __hash__ = None  # type: ignore[assignment]
+
             def __init__(
                 self,
                 *,
@@ -110,6 +138,13 @@ class AlterPartitionReassignmentsResponse(Message):
                 self.error_message = error_message
                 self._unknown_tagged_fields = _unknown_tagged_fields
 
+        def __eq__(self, other: object) -> bool:
+            if type(other) is not type(self):
+                return NotImplemented
+            return self.name == other.name and self.partitions == other.partitions and (self._unknown_tagged_fields or None) == (other._unknown_tagged_fields or None)  # type: ignore[attr-defined]
+
+        __hash__ = None  # type: ignore[assignment]
+
         def __init__(
             self,
             *,
@@ -120,6 +155,13 @@ class AlterPartitionReassignmentsResponse(Message):
             self.name = name
             self.partitions = [] if partitions is DEFAULT else partitions
             self._unknown_tagged_fields = _unknown_tagged_fields
+
+    def __eq__(self, other: object) -> bool:
+        if type(other) is not type(self):
+            return NotImplemented
+        return self.throttle_time_ms == other.throttle_time_ms and self.error_code == other.error_code and self.error_message == other.error_message and self.responses == other.responses and (self._unknown_tagged_fields or None) == (other._unknown_tagged_fields or None)  # type: ignore[attr-defined]
+
+    __hash__ = None  # type: ignore[assignment]
 
     def __init__(
         self,

@@ -43,6 +43,13 @@ class AlterUserScramCredentialsRequest(Message):
         __slots__ = ('name', 'mechanism', '_unknown_tagged_fields')
         _FIELD_NAMES = ('name', 'mechanism')
 
+        def __eq__(self, other: object) -> bool:
+            if type(other) is not type(self):
+                return NotImplemented
+            return self.name == other.name and self.mechanism == other.mechanism and (self._unknown_tagged_fields or None) == (other._unknown_tagged_fields or None)  # type: ignore[attr-defined]
+
+        __hash__ = None  # type: ignore[assignment]
+
         def __init__(
             self,
             *,
@@ -57,6 +64,13 @@ class AlterUserScramCredentialsRequest(Message):
     class ScramCredentialUpsertion(Struct):
         __slots__ = ('name', 'mechanism', 'iterations', 'salt', 'salted_password', '_unknown_tagged_fields')
         _FIELD_NAMES = ('name', 'mechanism', 'iterations', 'salt', 'salted_password')
+
+        def __eq__(self, other: object) -> bool:
+            if type(other) is not type(self):
+                return NotImplemented
+            return self.name == other.name and self.mechanism == other.mechanism and self.iterations == other.iterations and self.salt == other.salt and self.salted_password == other.salted_password and (self._unknown_tagged_fields or None) == (other._unknown_tagged_fields or None)  # type: ignore[attr-defined]
+
+        __hash__ = None  # type: ignore[assignment]
 
         def __init__(
             self,
@@ -74,6 +88,13 @@ class AlterUserScramCredentialsRequest(Message):
             self.salt = salt
             self.salted_password = salted_password
             self._unknown_tagged_fields = _unknown_tagged_fields
+
+    def __eq__(self, other: object) -> bool:
+        if type(other) is not type(self):
+            return NotImplemented
+        return self.deletions == other.deletions and self.upsertions == other.upsertions and (self._unknown_tagged_fields or None) == (other._unknown_tagged_fields or None)  # type: ignore[attr-defined]
+
+    __hash__ = None  # type: ignore[assignment]
 
     def __init__(
         self,
@@ -101,6 +122,13 @@ class AlterUserScramCredentialsResponse(Message):
         __slots__ = ('user', 'error_code', 'error_message', '_unknown_tagged_fields')
         _FIELD_NAMES = ('user', 'error_code', 'error_message')
 
+        def __eq__(self, other: object) -> bool:
+            if type(other) is not type(self):
+                return NotImplemented
+            return self.user == other.user and self.error_code == other.error_code and self.error_message == other.error_message and (self._unknown_tagged_fields or None) == (other._unknown_tagged_fields or None)  # type: ignore[attr-defined]
+
+        __hash__ = None  # type: ignore[assignment]
+
         def __init__(
             self,
             *,
@@ -113,6 +141,13 @@ class AlterUserScramCredentialsResponse(Message):
             self.error_code = error_code
             self.error_message = error_message
             self._unknown_tagged_fields = _unknown_tagged_fields
+
+    def __eq__(self, other: object) -> bool:
+        if type(other) is not type(self):
+            return NotImplemented
+        return self.throttle_time_ms == other.throttle_time_ms and self.results == other.results and (self._unknown_tagged_fields or None) == (other._unknown_tagged_fields or None)  # type: ignore[attr-defined]
+
+    __hash__ = None  # type: ignore[assignment]
 
     def __init__(
         self,

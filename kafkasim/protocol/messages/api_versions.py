@@ -41,6 +41,13 @@ class ApiVersionsRequest(Message):
     MAX_VERSION = 4
     FLEXIBLE_FROM = 3
 
+    def __eq__(self, other: object) -> bool:
+        if type(other) is not type(self):
+            return NotImplemented
+        return self.client_software_name == other.client_software_name and self.client_software_version == other.client_software_version and (self._unknown_tagged_fields or None) == (other._unknown_tagged_fields or None)  # type: ignore[attr-defined]
+
+    __hash__ = None  # type: ignore[assignment]
+
     def __init__(
         self,
         *,
@@ -67,6 +74,13 @@ class ApiVersionsResponse(Message):
         __slots__ = ('api_key', 'min_version', 'max_version', '_unknown_tagged_fields')
         _FIELD_NAMES = ('api_key', 'min_version', 'max_version')
 
+        def __eq__(self, other: object) -> bool:
+            if type(other) is not type(self):
+                return NotImplemented
+            return self.api_key == other.api_key and self.min_version == other.min_version and self.max_version == other.max_version and (self._unknown_tagged_fields or None) == (other._unknown_tagged_fields or None)  # type: ignore[attr-defined]
+
+        __hash__ = None  # type: ignore[assignment]
+
         def __init__(
             self,
             *,
@@ -83,6 +97,13 @@ class ApiVersionsResponse(Message):
     class SupportedFeatureKey(Struct):
         __slots__ = ('name', 'min_version', 'max_version', '_unknown_tagged_fields')
         _FIELD_NAMES = ('name', 'min_version', 'max_version')
+
+        def __eq__(self, other: object) -> bool:
+            if type(other) is not type(self):
+                return NotImplemented
+            return self.name == other.name and self.min_version == other.min_version and self.max_version == other.max_version and (self._unknown_tagged_fields or None) == (other._unknown_tagged_fields or None)  # type: ignore[attr-defined]
+
+        __hash__ = None  # type: ignore[assignment]
 
         def __init__(
             self,
@@ -101,6 +122,13 @@ class ApiVersionsResponse(Message):
         __slots__ = ('name', 'max_version_level', 'min_version_level', '_unknown_tagged_fields')
         _FIELD_NAMES = ('name', 'max_version_level', 'min_version_level')
 
+        def __eq__(self, other: object) -> bool:
+            if type(other) is not type(self):
+                return NotImplemented
+            return self.name == other.name and self.max_version_level == other.max_version_level and self.min_version_level == other.min_version_level and (self._unknown_tagged_fields or None) == (other._unknown_tagged_fields or None)  # type: ignore[attr-defined]
+
+        __hash__ = None  # type: ignore[assignment]
+
         def __init__(
             self,
             *,
@@ -113,6 +141,13 @@ class ApiVersionsResponse(Message):
             self.max_version_level = max_version_level
             self.min_version_level = min_version_level
             self._unknown_tagged_fields = _unknown_tagged_fields
+
+    def __eq__(self, other: object) -> bool:
+        if type(other) is not type(self):
+            return NotImplemented
+        return self.error_code == other.error_code and self.api_keys == other.api_keys and self.throttle_time_ms == other.throttle_time_ms and self.supported_features == other.supported_features and self.finalized_features_epoch == other.finalized_features_epoch and self.finalized_features == other.finalized_features and self.zk_migration_ready == other.zk_migration_ready and (self._unknown_tagged_fields or None) == (other._unknown_tagged_fields or None)  # type: ignore[attr-defined]
+
+    __hash__ = None  # type: ignore[assignment]
 
     def __init__(
         self,

@@ -37,6 +37,13 @@ class BrokerHeartbeatRequest(Message):
     MAX_VERSION = 1
     FLEXIBLE_FROM = 0
 
+    def __eq__(self, other: object) -> bool:
+        if type(other) is not type(self):
+            return NotImplemented
+        return self.broker_id == other.broker_id and self.broker_epoch == other.broker_epoch and self.current_metadata_offset == other.current_metadata_offset and self.want_fence == other.want_fence and self.want_shut_down == other.want_shut_down and self.offline_log_dirs == other.offline_log_dirs and (self._unknown_tagged_fields or None) == (other._unknown_tagged_fields or None)  # type: ignore[attr-defined]
+
+    __hash__ = None  # type: ignore[assignment]
+
     def __init__(
         self,
         *,
@@ -66,6 +73,13 @@ class BrokerHeartbeatResponse(Message):
     MIN_VERSION = 0
     MAX_VERSION = 1
     FLEXIBLE_FROM = 0
+
+    def __eq__(self, other: object) -> bool:
+        if type(other) is not type(self):
+            return NotImplemented
+        return self.throttle_time_ms == other.throttle_time_ms and self.error_code == other.error_code and self.is_caught_up == other.is_caught_up and self.is_fenced == other.is_fenced and self.should_shut_down == other.should_shut_down and (self._unknown_tagged_fields or None) == (other._unknown_tagged_fields or None)  # type: ignore[attr-defined]
+
+    __hash__ = None  # type: ignore[assignment]
 
     def __init__(
         self,

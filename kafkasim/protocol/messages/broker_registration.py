@@ -46,6 +46,13 @@ class BrokerRegistrationRequest(Message):
         __slots__ = ('name', 'host', 'port', 'security_protocol', '_unknown_tagged_fields')
         _FIELD_NAMES = ('name', 'host', 'port', 'security_protocol')
 
+        def __eq__(self, other: object) -> bool:
+            if type(other) is not type(self):
+                return NotImplemented
+            return self.name == other.name and self.host == other.host and self.port == other.port and self.security_protocol == other.security_protocol and (self._unknown_tagged_fields or None) == (other._unknown_tagged_fields or None)  # type: ignore[attr-defined]
+
+        __hash__ = None  # type: ignore[assignment]
+
         def __init__(
             self,
             *,
@@ -65,6 +72,13 @@ class BrokerRegistrationRequest(Message):
         __slots__ = ('name', 'min_supported_version', 'max_supported_version', '_unknown_tagged_fields')
         _FIELD_NAMES = ('name', 'min_supported_version', 'max_supported_version')
 
+        def __eq__(self, other: object) -> bool:
+            if type(other) is not type(self):
+                return NotImplemented
+            return self.name == other.name and self.min_supported_version == other.min_supported_version and self.max_supported_version == other.max_supported_version and (self._unknown_tagged_fields or None) == (other._unknown_tagged_fields or None)  # type: ignore[attr-defined]
+
+        __hash__ = None  # type: ignore[assignment]
+
         def __init__(
             self,
             *,
@@ -77,6 +91,13 @@ class BrokerRegistrationRequest(Message):
             self.min_supported_version = min_supported_version
             self.max_supported_version = max_supported_version
             self._unknown_tagged_fields = _unknown_tagged_fields
+
+    def __eq__(self, other: object) -> bool:
+        if type(other) is not type(self):
+            return NotImplemented
+        return self.broker_id == other.broker_id and self.cluster_id == other.cluster_id and self.incarnation_id == other.incarnation_id and self.listeners == other.listeners and self.features == other.features and self.rack == other.rack and self.is_migrating_zk_broker == other.is_migrating_zk_broker and self.log_dirs == other.log_dirs and self.previous_broker_epoch == other.previous_broker_epoch and (self._unknown_tagged_fields or None) == (other._unknown_tagged_fields or None)  # type: ignore[attr-defined]
+
+    __hash__ = None  # type: ignore[assignment]
 
     def __init__(
         self,
@@ -113,6 +134,13 @@ class BrokerRegistrationResponse(Message):
     MIN_VERSION = 0
     MAX_VERSION = 4
     FLEXIBLE_FROM = 0
+
+    def __eq__(self, other: object) -> bool:
+        if type(other) is not type(self):
+            return NotImplemented
+        return self.throttle_time_ms == other.throttle_time_ms and self.error_code == other.error_code and self.broker_epoch == other.broker_epoch and (self._unknown_tagged_fields or None) == (other._unknown_tagged_fields or None)  # type: ignore[attr-defined]
+
+    __hash__ = None  # type: ignore[assignment]
 
     def __init__(
         self,

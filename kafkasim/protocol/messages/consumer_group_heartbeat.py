@@ -43,6 +43,13 @@ class ConsumerGroupHeartbeatRequest(Message):
         __slots__ = ('topic_id', 'partitions', '_unknown_tagged_fields')
         _FIELD_NAMES = ('topic_id', 'partitions')
 
+        def __eq__(self, other: object) -> bool:
+            if type(other) is not type(self):
+                return NotImplemented
+            return self.topic_id == other.topic_id and self.partitions == other.partitions and (self._unknown_tagged_fields or None) == (other._unknown_tagged_fields or None)  # type: ignore[attr-defined]
+
+        __hash__ = None  # type: ignore[assignment]
+
         def __init__(
             self,
             *,
@@ -53,6 +60,13 @@ class ConsumerGroupHeartbeatRequest(Message):
             self.topic_id = topic_id
             self.partitions = [] if partitions is DEFAULT else partitions
             self._unknown_tagged_fields = _unknown_tagged_fields
+
+    def __eq__(self, other: object) -> bool:
+        if type(other) is not type(self):
+            return NotImplemented
+        return self.group_id == other.group_id and self.member_id == other.member_id and self.member_epoch == other.member_epoch and self.instance_id == other.instance_id and self.rack_id == other.rack_id and self.rebalance_timeout_ms == other.rebalance_timeout_ms and self.subscribed_topic_names == other.subscribed_topic_names and self.server_assignor == other.server_assignor and self.topic_partitions == other.topic_partitions and (self._unknown_tagged_fields or None) == (other._unknown_tagged_fields or None)  # type: ignore[attr-defined]
+
+    __hash__ = None  # type: ignore[assignment]
 
     def __init__(
         self,
@@ -94,6 +108,13 @@ class ConsumerGroupHeartbeatResponse(Message):
         __slots__ = ('topic_partitions', '_unknown_tagged_fields')
         _FIELD_NAMES = ('topic_partitions',)
 
+        def __eq__(self, other: object) -> bool:
+            if type(other) is not type(self):
+                return NotImplemented
+            return self.topic_partitions == other.topic_partitions and (self._unknown_tagged_fields or None) == (other._unknown_tagged_fields or None)  # type: ignore[attr-defined]
+
+        __hash__ = None  # type: ignore[assignment]
+
         def __init__(
             self,
             *,
@@ -107,6 +128,13 @@ class ConsumerGroupHeartbeatResponse(Message):
         __slots__ = ('topic_id', 'partitions', '_unknown_tagged_fields')
         _FIELD_NAMES = ('topic_id', 'partitions')
 
+        def __eq__(self, other: object) -> bool:
+            if type(other) is not type(self):
+                return NotImplemented
+            return self.topic_id == other.topic_id and self.partitions == other.partitions and (self._unknown_tagged_fields or None) == (other._unknown_tagged_fields or None)  # type: ignore[attr-defined]
+
+        __hash__ = None  # type: ignore[assignment]
+
         def __init__(
             self,
             *,
@@ -117,6 +145,13 @@ class ConsumerGroupHeartbeatResponse(Message):
             self.topic_id = topic_id
             self.partitions = [] if partitions is DEFAULT else partitions
             self._unknown_tagged_fields = _unknown_tagged_fields
+
+    def __eq__(self, other: object) -> bool:
+        if type(other) is not type(self):
+            return NotImplemented
+        return self.throttle_time_ms == other.throttle_time_ms and self.error_code == other.error_code and self.error_message == other.error_message and self.member_id == other.member_id and self.member_epoch == other.member_epoch and self.heartbeat_interval_ms == other.heartbeat_interval_ms and self.assignment == other.assignment and (self._unknown_tagged_fields or None) == (other._unknown_tagged_fields or None)  # type: ignore[attr-defined]
+
+    __hash__ = None  # type: ignore[assignment]
 
     def __init__(
         self,

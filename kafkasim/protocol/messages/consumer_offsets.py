@@ -40,6 +40,13 @@ class OffsetCommitKey(Message):
     MAX_VERSION = 1
     FLEXIBLE_FROM = None
 
+    def __eq__(self, other: object) -> bool:
+        if type(other) is not type(self):
+            return NotImplemented
+        return self.group == other.group and self.topic == other.topic and self.partition == other.partition and (self._unknown_tagged_fields or None) == (other._unknown_tagged_fields or None)  # type: ignore[attr-defined]
+
+    __hash__ = None  # type: ignore[assignment]
+
     def __init__(
         self,
         *,
@@ -63,6 +70,13 @@ class OffsetCommitValue(Message):
     MIN_VERSION = 0
     MAX_VERSION = 4
     FLEXIBLE_FROM = 4
+
+    def __eq__(self, other: object) -> bool:
+        if type(other) is not type(self):
+            return NotImplemented
+        return self.offset == other.offset and self.leader_epoch == other.leader_epoch and self.metadata == other.metadata and self.commit_timestamp == other.commit_timestamp and self.expire_timestamp == other.expire_timestamp and (self._unknown_tagged_fields or None) == (other._unknown_tagged_fields or None)  # type: ignore[attr-defined]
+
+    __hash__ = None  # type: ignore[assignment]
 
     def __init__(
         self,
@@ -92,6 +106,13 @@ class GroupMetadataKey(Message):
     MAX_VERSION = 2
     FLEXIBLE_FROM = None
 
+    def __eq__(self, other: object) -> bool:
+        if type(other) is not type(self):
+            return NotImplemented
+        return self.group == other.group and (self._unknown_tagged_fields or None) == (other._unknown_tagged_fields or None)  # type: ignore[attr-defined]
+
+    __hash__ = None  # type: ignore[assignment]
+
     def __init__(
         self,
         *,
@@ -116,6 +137,13 @@ class GroupMetadataValue(Message):
         __slots__ = ('member_id', 'group_instance_id', 'client_id', 'client_host', 'rebalance_timeout', 'session_timeout', 'subscription', 'assignment', '_unknown_tagged_fields')
         _FIELD_NAMES = ('member_id', 'group_instance_id', 'client_id', 'client_host', 'rebalance_timeout', 'session_timeout', 'subscription', 'assignment')
 
+        def __eq__(self, other: object) -> bool:
+            if type(other) is not type(self):
+                return NotImplemented
+            return self.member_id == other.member_id and self.group_instance_id == other.group_instance_id and self.client_id == other.client_id and self.client_host == other.client_host and self.rebalance_timeout == other.rebalance_timeout and self.session_timeout == other.session_timeout and self.subscription == other.subscription and self.assignment == other.assignment and (self._unknown_tagged_fields or None) == (other._unknown_tagged_fields or None)  # type: ignore[attr-defined]
+
+        __hash__ = None  # type: ignore[assignment]
+
         def __init__(
             self,
             *,
@@ -138,6 +166,13 @@ class GroupMetadataValue(Message):
             self.subscription = subscription
             self.assignment = assignment
             self._unknown_tagged_fields = _unknown_tagged_fields
+
+    def __eq__(self, other: object) -> bool:
+        if type(other) is not type(self):
+            return NotImplemented
+        return self.protocol_type == other.protocol_type and self.generation == other.generation and self.protocol == other.protocol and self.leader == other.leader and self.current_state_timestamp == other.current_state_timestamp and self.members == other.members and (self._unknown_tagged_fields or None) == (other._unknown_tagged_fields or None)  # type: ignore[attr-defined]
+
+    __hash__ = None  # type: ignore[assignment]
 
     def __init__(
         self,

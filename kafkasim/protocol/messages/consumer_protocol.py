@@ -40,6 +40,13 @@ class ConsumerProtocolSubscription(Message):
         __slots__ = ('topic', 'partitions', '_unknown_tagged_fields')
         _FIELD_NAMES = ('topic', 'partitions')
 
+        def __eq__(self, other: object) -> bool:
+            if type(other) is not type(self):
+                return NotImplemented
+            return self.topic == other.topic and self.partitions == other.partitions and (self._unknown_tagged_fields or None) == (other._unknown_tagged_fields or None)  # type: ignore[attr-defined]
+
+        __hash__ = None  # type: ignore[assignment]
+
         def __init__(
             self,
             *,
@@ -50,6 +57,13 @@ class ConsumerProtocolSubscription(Message):
             self.topic = topic
             self.partitions = [] if partitions is DEFAULT else partitions
             self._unknown_tagged_fields = _unknown_tagged_fields
+
+    def __eq__(self, other: object) -> bool:
+        if type(other) is not type(self):
+            return NotImplemented
+        return self.topics == other.topics and self.user_data == other.user_data and self.owned_partitions == other.owned_partitions and self.generation_id == other.generation_id and self.rack_id == other.rack_id and (self._unknown_tagged_fields or None) == (other._unknown_tagged_fields or None)  # type: ignore[attr-defined]
+
+    __hash__ = None  # type: ignore[assignment]
 
     def __init__(
         self,
@@ -83,6 +97,13 @@ class ConsumerProtocolAssignment(Message):
         __slots__ = ('topic', 'partitions', '_unknown_tagged_fields')
         _FIELD_NAMES = ('topic', 'partitions')
 
+        def __eq__(self, other: object) -> bool:
+            if type(other) is not type(self):
+                return NotImplemented
+            return self.topic == other.topic and self.partitions == other.partitions and (self._unknown_tagged_fields or None) == (other._unknown_tagged_fields or None)  # type: ignore[attr-defined]
+
+        __hash__ = None  # type: ignore[assignment]
+
         def __init__(
             self,
             *,
@@ -93,6 +114,13 @@ class ConsumerProtocolAssignment(Message):
             self.topic = topic
             self.partitions = [] if partitions is DEFAULT else partitions
             self._unknown_tagged_fields = _unknown_tagged_fields
+
+    def __eq__(self, other: object) -> bool:
+        if type(other) is not type(self):
+            return NotImplemented
+        return self.assigned_partitions == other.assigned_partitions and self.user_data == other.user_data and (self._unknown_tagged_fields or None) == (other._unknown_tagged_fields or None)  # type: ignore[attr-defined]
+
+    __hash__ = None  # type: ignore[assignment]
 
     def __init__(
         self,

@@ -38,6 +38,13 @@ class ControlledShutdownRequest(Message):
     MAX_VERSION = 3
     FLEXIBLE_FROM = 3
 
+    def __eq__(self, other: object) -> bool:
+        if type(other) is not type(self):
+            return NotImplemented
+        return self.broker_id == other.broker_id and self.broker_epoch == other.broker_epoch and (self._unknown_tagged_fields or None) == (other._unknown_tagged_fields or None)  # type: ignore[attr-defined]
+
+    __hash__ = None  # type: ignore[assignment]
+
     def __init__(
         self,
         *,
@@ -64,6 +71,13 @@ class ControlledShutdownResponse(Message):
         __slots__ = ('topic_name', 'partition_index', '_unknown_tagged_fields')
         _FIELD_NAMES = ('topic_name', 'partition_index')
 
+        def __eq__(self, other: object) -> bool:
+            if type(other) is not type(self):
+                return NotImplemented
+            return self.topic_name == other.topic_name and self.partition_index == other.partition_index and (self._unknown_tagged_fields or None) == (other._unknown_tagged_fields or None)  # type: ignore[attr-defined]
+
+        __hash__ = None  # type: ignore[assignment]
+
         def __init__(
             self,
             *,
@@ -74,6 +88,13 @@ class ControlledShutdownResponse(Message):
             self.topic_name = topic_name
             self.partition_index = partition_index
             self._unknown_tagged_fields = _unknown_tagged_fields
+
+    def __eq__(self, other: object) -> bool:
+        if type(other) is not type(self):
+            return NotImplemented
+        return self.error_code == other.error_code and self.remaining_partitions == other.remaining_partitions and (self._unknown_tagged_fields or None) == (other._unknown_tagged_fields or None)  # type: ignore[attr-defined]
+
+    __hash__ = None  # type: ignore[assignment]
 
     def __init__(
         self,

@@ -45,6 +45,13 @@ class ControllerRegistrationRequest(Message):
         __slots__ = ('name', 'host', 'port', 'security_protocol', '_unknown_tagged_fields')
         _FIELD_NAMES = ('name', 'host', 'port', 'security_protocol')
 
+        def __eq__(self, other: object) -> bool:
+            if type(other) is not type(self):
+                return NotImplemented
+            return self.name == other.name and self.host == other.host and self.port == other.port and self.security_protocol == other.security_protocol and (self._unknown_tagged_fields or None) == (other._unknown_tagged_fields or None)  # type: ignore[attr-defined]
+
+        __hash__ = None  # type: ignore[assignment]
+
         def __init__(
             self,
             *,
@@ -64,6 +71,13 @@ class ControllerRegistrationRequest(Message):
         __slots__ = ('name', 'min_supported_version', 'max_supported_version', '_unknown_tagged_fields')
         _FIELD_NAMES = ('name', 'min_supported_version', 'max_supported_version')
 
+        def __eq__(self, other: object) -> bool:
+            if type(other) is not type(self):
+                return NotImplemented
+            return self.name == other.name and self.min_supported_version == other.min_supported_version and self.max_supported_version == other.max_supported_version and (self._unknown_tagged_fields or None) == (other._unknown_tagged_fields or None)  # type: ignore[attr-defined]
+
+        __hash__ = None  # type: ignore[assignment]
+
         def __init__(
             self,
             *,
@@ -76,6 +90,13 @@ class ControllerRegistrationRequest(Message):
             self.min_supported_version = min_supported_version
             self.max_supported_version = max_supported_version
             self._unknown_tagged_fields = _unknown_tagged_fields
+
+    def __eq__(self, other: object) -> bool:
+        if type(other) is not type(self):
+            return NotImplemented
+        return self.controller_id == other.controller_id and self.incarnation_id == other.incarnation_id and self.zk_migration_ready == other.zk_migration_ready and self.listeners == other.listeners and self.features == other.features and (self._unknown_tagged_fields or None) == (other._unknown_tagged_fields or None)  # type: ignore[attr-defined]
+
+    __hash__ = None  # type: ignore[assignment]
 
     def __init__(
         self,
@@ -104,6 +125,13 @@ class ControllerRegistrationResponse(Message):
     MIN_VERSION = 0
     MAX_VERSION = 0
     FLEXIBLE_FROM = 0
+
+    def __eq__(self, other: object) -> bool:
+        if type(other) is not type(self):
+            return NotImplemented
+        return self.throttle_time_ms == other.throttle_time_ms and self.error_code == other.error_code and self.error_message == other.error_message and (self._unknown_tagged_fields or None) == (other._unknown_tagged_fields or None)  # type: ignore[attr-defined]
+
+    __hash__ = None  # type: ignore[assignment]
 
     def __init__(
         self,

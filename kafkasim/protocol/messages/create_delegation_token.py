@@ -43,6 +43,13 @@ class CreateDelegationTokenRequest(Message):
         __slots__ = ('principal_type', 'principal_name', '_unknown_tagged_fields')
         _FIELD_NAMES = ('principal_type', 'principal_name')
 
+        def __eq__(self, other: object) -> bool:
+            if type(other) is not type(self):
+                return NotImplemented
+            return self.principal_type == other.principal_type and self.principal_name == other.principal_name and (self._unknown_tagged_fields or None) == (other._unknown_tagged_fields or None)  # type: ignore[attr-defined]
+
+        __hash__ = None  # type: ignore[assignment]
+
         def __init__(
             self,
             *,
@@ -53,6 +60,13 @@ class CreateDelegationTokenRequest(Message):
             self.principal_type = principal_type
             self.principal_name = principal_name
             self._unknown_tagged_fields = _unknown_tagged_fields
+
+    def __eq__(self, other: object) -> bool:
+        if type(other) is not type(self):
+            return NotImplemented
+        return self.owner_principal_type == other.owner_principal_type and self.owner_principal_name == other.owner_principal_name and self.renewers == other.renewers and self.max_lifetime_ms == other.max_lifetime_ms and (self._unknown_tagged_fields or None) == (other._unknown_tagged_fields or None)  # type: ignore[attr-defined]
+
+    __hash__ = None  # type: ignore[assignment]
 
     def __init__(
         self,
@@ -79,6 +93,13 @@ class CreateDelegationTokenResponse(Message):
     MIN_VERSION = 0
     MAX_VERSION = 3
     FLEXIBLE_FROM = 2
+
+    def __eq__(self, other: object) -> bool:
+        if type(other) is not type(self):
+            return NotImplemented
+        return self.error_code == other.error_code and self.principal_type == other.principal_type and self.principal_name == other.principal_name and self.token_requester_principal_type == other.token_requester_principal_type and self.token_requester_principal_name == other.token_requester_principal_name and self.issue_timestamp_ms == other.issue_timestamp_ms and self.expiry_timestamp_ms == other.expiry_timestamp_ms and self.max_timestamp_ms == other.max_timestamp_ms and self.token_id == other.token_id and self.hmac == other.hmac and self.throttle_time_ms == other.throttle_time_ms and (self._unknown_tagged_fields or None) == (other._unknown_tagged_fields or None)  # type: ignore[attr-defined]
+
+    __hash__ = None  # type: ignore[assignment]
 
     def __init__(
         self,

@@ -49,6 +49,13 @@ class CreateTopicsRequest(Message):
             __slots__ = ('partition_index', 'broker_ids', '_unknown_tagged_fields')
             _FIELD_NAMES = ('partition_index', 'broker_ids')
 
+            def __eq__(self, other: object) -> bool:
+                if type(other) is not type(self):
+                    return NotImplemented
+                return self.partition_index == other.partition_index and self.broker_ids == other.broker_ids and (self._unknown_tagged_fields or None) == (other._unknown_tagged_fields or None)  # type: ignore[attr-defined]
+
+            __hash__ = None  # type: ignore[assignment]
+
             def __init__(
                 self,
                 *,
@@ -64,6 +71,13 @@ class CreateTopicsRequest(Message):
             __slots__ = ('name', 'value', '_unknown_tagged_fields')
             _FIELD_NAMES = ('name', 'value')
 
+            def __eq__(self, other: object) -> bool:
+                if type(other) is not type(self):
+                    return NotImplemented
+                return self.name == other.name and self.value == other.value and (self._unknown_tagged_fields or None) == (other._unknown_tagged_fields or None)  # type: ignore[attr-defined]
+
+            __hash__ = None  # type: ignore[assignment]
+
             def __init__(
                 self,
                 *,
@@ -74,6 +88,13 @@ class CreateTopicsRequest(Message):
                 self.name = name
                 self.value = value
                 self._unknown_tagged_fields = _unknown_tagged_fields
+
+        def __eq__(self, other: object) -> bool:
+            if type(other) is not type(self):
+                return NotImplemented
+            return self.name == other.name and self.num_partitions == other.num_partitions and self.replication_factor == other.replication_factor and self.assignments == other.assignments and self.configs == other.configs and (self._unknown_tagged_fields or None) == (other._unknown_tagged_fields or None)  # type: ignore[attr-defined]
+
+        __hash__ = None  # type: ignore[assignment]
 
         def __init__(
             self,
@@ -91,6 +112,13 @@ class CreateTopicsRequest(Message):
             self.assignments = [] if assignments is DEFAULT else assignments
             self.configs = [] if configs is DEFAULT else configs
             self._unknown_tagged_fields = _unknown_tagged_fields
+
+    def __eq__(self, other: object) -> bool:
+        if type(other) is not type(self):
+            return NotImplemented
+        return self.topics == other.topics and self.timeout_ms == other.timeout_ms and self.validate_only == other.validate_only and (self._unknown_tagged_fields or None) == (other._unknown_tagged_fields or None)  # type: ignore[attr-defined]
+
+    __hash__ = None  # type: ignore[assignment]
 
     def __init__(
         self,
@@ -124,6 +152,13 @@ class CreateTopicsResponse(Message):
             __slots__ = ('name', 'value', 'read_only', 'config_source', 'is_sensitive', '_unknown_tagged_fields')
             _FIELD_NAMES = ('name', 'value', 'read_only', 'config_source', 'is_sensitive')
 
+            def __eq__(self, other: object) -> bool:
+                if type(other) is not type(self):
+                    return NotImplemented
+                return self.name == other.name and self.value == other.value and self.read_only == other.read_only and self.config_source == other.config_source and self.is_sensitive == other.is_sensitive and (self._unknown_tagged_fields or None) == (other._unknown_tagged_fields or None)  # type: ignore[attr-defined]
+
+            __hash__ = None  # type: ignore[assignment]
+
             def __init__(
                 self,
                 *,
@@ -140,6 +175,13 @@ class CreateTopicsResponse(Message):
                 self.config_source = config_source
                 self.is_sensitive = is_sensitive
                 self._unknown_tagged_fields = _unknown_tagged_fields
+
+        def __eq__(self, other: object) -> bool:
+            if type(other) is not type(self):
+                return NotImplemented
+            return self.name == other.name and self.topic_id == other.topic_id and self.error_code == other.error_code and self.error_message == other.error_message and self.topic_config_error_code == other.topic_config_error_code and self.num_partitions == other.num_partitions and self.replication_factor == other.replication_factor and self.configs == other.configs and (self._unknown_tagged_fields or None) == (other._unknown_tagged_fields or None)  # type: ignore[attr-defined]
+
+        __hash__ = None  # type: ignore[assignment]
 
         def __init__(
             self,
@@ -163,6 +205,13 @@ class CreateTopicsResponse(Message):
             self.replication_factor = replication_factor
             self.configs = [] if configs is DEFAULT else configs
             self._unknown_tagged_fields = _unknown_tagged_fields
+
+    def __eq__(self, other: object) -> bool:
+        if type(other) is not type(self):
+            return NotImplemented
+        return self.throttle_time_ms == other.throttle_time_ms and self.topics == other.topics and (self._unknown_tagged_fields or None) == (other._unknown_tagged_fields or None)  # type: ignore[attr-defined]
+
+    __hash__ = None  # type: ignore[assignment]
 
     def __init__(
         self,

@@ -37,6 +37,13 @@ class DeleteGroupsRequest(Message):
     MAX_VERSION = 2
     FLEXIBLE_FROM = 2
 
+    def __eq__(self, other: object) -> bool:
+        if type(other) is not type(self):
+            return NotImplemented
+        return self.groups_names == other.groups_names and (self._unknown_tagged_fields or None) == (other._unknown_tagged_fields or None)  # type: ignore[attr-defined]
+
+    __hash__ = None  # type: ignore[assignment]
+
     def __init__(
         self,
         *,
@@ -61,6 +68,13 @@ class DeleteGroupsResponse(Message):
         __slots__ = ('group_id', 'error_code', '_unknown_tagged_fields')
         _FIELD_NAMES = ('group_id', 'error_code')
 
+        def __eq__(self, other: object) -> bool:
+            if type(other) is not type(self):
+                return NotImplemented
+            return self.group_id == other.group_id and self.error_code == other.error_code and (self._unknown_tagged_fields or None) == (other._unknown_tagged_fields or None)  # type: ignore[attr-defined]
+
+        __hash__ = None  # type: ignore[assignment]
+
         def __init__(
             self,
             *,
@@ -71,6 +85,13 @@ class DeleteGroupsResponse(Message):
             self.group_id = group_id
             self.error_code = error_code
             self._unknown_tagged_fields = _unknown_tagged_fields
+
+    def __eq__(self, other: object) -> bool:
+        if type(other) is not type(self):
+            return NotImplemented
+        return self.throttle_time_ms == other.throttle_time_ms and self.results == other.results and (self._unknown_tagged_fields or None) == (other._unknown_tagged_fields or None)  # type: ignore[attr-defined]
+
+    __hash__ = None  # type: ignore[assignment]
 
     def __init__(
         self,

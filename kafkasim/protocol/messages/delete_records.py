@@ -46,6 +46,13 @@ class DeleteRecordsRequest(Message):
             __slots__ = ('partition_index', 'offset', '_unknown_tagged_fields')
             _FIELD_NAMES = ('partition_index', 'offset')
 
+            def __eq__(self, other: object) -> bool:
+                if type(other) is not type(self):
+                    return NotImplemented
+                return self.partition_index == other.partition_index and self.offset == other.offset and (self._unknown_tagged_fields or None) == (other._unknown_tagged_fields or None)  # type: ignore[attr-defined]
+
+            __hash__ = None  # type: ignore[assignment]
+
             def __init__(
                 self,
                 *,
@@ -57,6 +64,13 @@ class DeleteRecordsRequest(Message):
                 self.offset = offset
                 self._unknown_tagged_fields = _unknown_tagged_fields
 
+        def __eq__(self, other: object) -> bool:
+            if type(other) is not type(self):
+                return NotImplemented
+            return self.name == other.name and self.partitions == other.partitions and (self._unknown_tagged_fields or None) == (other._unknown_tagged_fields or None)  # type: ignore[attr-defined]
+
+        __hash__ = None  # type: ignore[assignment]
+
         def __init__(
             self,
             *,
@@ -67,6 +81,13 @@ class DeleteRecordsRequest(Message):
             self.name = name
             self.partitions = [] if partitions is DEFAULT else partitions
             self._unknown_tagged_fields = _unknown_tagged_fields
+
+    def __eq__(self, other: object) -> bool:
+        if type(other) is not type(self):
+            return NotImplemented
+        return self.topics == other.topics and self.timeout_ms == other.timeout_ms and (self._unknown_tagged_fields or None) == (other._unknown_tagged_fields or None)  # type: ignore[attr-defined]
+
+    __hash__ = None  # type: ignore[assignment]
 
     def __init__(
         self,
@@ -98,6 +119,13 @@ class DeleteRecordsResponse(Message):
             __slots__ = ('partition_index', 'low_watermark', 'error_code', '_unknown_tagged_fields')
             _FIELD_NAMES = ('partition_index', 'low_watermark', 'error_code')
 
+            def __eq__(self, other: object) -> bool:
+                if type(other) is not type(self):
+                    return NotImplemented
+                return self.partition_index == other.partition_index and self.low_watermark == other.low_watermark and self.error_code == other.error_code and (self._unknown_tagged_fields or None) == (other._unknown_tagged_fields or None)  # type: ignore[attr-defined]
+
+            __hash__ = None  # type: ignore[assignment]
+
             def __init__(
                 self,
                 *,
@@ -111,6 +139,13 @@ class DeleteRecordsResponse(Message):
                 self.error_code = error_code
                 self._unknown_tagged_fields = _unknown_tagged_fields
 
+        def __eq__(self, other: object) -> bool:
+            if type(other) is not type(self):
+                return NotImplemented
+            return self.name == other.name and self.partitions == other.partitions and (self._unknown_tagged_fields or None) == (other._unknown_tagged_fields or None)  # type: ignore[attr-defined]
+
+        __hash__ = None  # type: ignore[assignment]
+
         def __init__(
             self,
             *,
@@ -121,6 +156,13 @@ class DeleteRecordsResponse(Message):
             self.name = name
             self.partitions = [] if partitions is DEFAULT else partitions
             self._unknown_tagged_fields = _unknown_tagged_fields
+
+    def __eq__(self, other: object) -> bool:
+        if type(other) is not type(self):
+            return NotImplemented
+        return self.throttle_time_ms == other.throttle_time_ms and self.topics == other.topics and (self._unknown_tagged_fields or None) == (other._unknown_tagged_fields or None)  # type: ignore[attr-defined]
+
+    __hash__ = None  # type: ignore[assignment]
 
     def __init__(
         self,

@@ -43,6 +43,13 @@ class DeleteTopicsRequest(Message):
         __slots__ = ('name', 'topic_id', '_unknown_tagged_fields')
         _FIELD_NAMES = ('name', 'topic_id')
 
+        def __eq__(self, other: object) -> bool:
+            if type(other) is not type(self):
+                return NotImplemented
+            return self.name == other.name and self.topic_id == other.topic_id and (self._unknown_tagged_fields or None) == (other._unknown_tagged_fields or None)  # type: ignore[attr-defined]
+
+        __hash__ = None  # type: ignore[assignment]
+
         def __init__(
             self,
             *,
@@ -53,6 +60,13 @@ class DeleteTopicsRequest(Message):
             self.name = name
             self.topic_id = topic_id
             self._unknown_tagged_fields = _unknown_tagged_fields
+
+    def __eq__(self, other: object) -> bool:
+        if type(other) is not type(self):
+            return NotImplemented
+        return self.topics == other.topics and self.topic_names == other.topic_names and self.timeout_ms == other.timeout_ms and (self._unknown_tagged_fields or None) == (other._unknown_tagged_fields or None)  # type: ignore[attr-defined]
+
+    __hash__ = None  # type: ignore[assignment]
 
     def __init__(
         self,
@@ -82,6 +96,13 @@ class DeleteTopicsResponse(Message):
         __slots__ = ('name', 'topic_id', 'error_code', 'error_message', '_unknown_tagged_fields')
         _FIELD_NAMES = ('name', 'topic_id', 'error_code', 'error_message')
 
+        def __eq__(self, other: object) -> bool:
+            if type(other) is not type(self):
+                return NotImplemented
+            return self.name == other.name and self.topic_id == other.topic_id and self.error_code == other.error_code and self.error_message == other.error_message and (self._unknown_tagged_fields or None) == (other._unknown_tagged_fields or None)  # type: ignore[attr-defined]
+
+        __hash__ = None  # type: ignore[assignment]
+
         def __init__(
             self,
             *,
@@ -96,6 +117,13 @@ class DeleteTopicsResponse(Message):
             self.error_code = error_code
             self.error_message = error_message
             self._unknown_tagged_fields = _unknown_tagged_fields
+
+    def __eq__(self, other: object) -> bool:
+        if type(other) is not type(self):
+            return NotImplemented
+        return self.throttle_time_ms == other.throttle_time_ms and self.responses == other.responses and (self._unknown_tagged_fields or None) == (other._unknown_tagged_fields or None)  # type: ignore[attr-defined]
+
+    __hash__ = None  # type: ignore[assignment]
 
     def __init__(
         self,

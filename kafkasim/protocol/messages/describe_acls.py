@@ -38,6 +38,13 @@ class DescribeAclsRequest(Message):
     MAX_VERSION = 3
     FLEXIBLE_FROM = 2
 
+    def __eq__(self, other: object) -> bool:
+        if type(other) is not type(self):
+            return NotImplemented
+        return self.resource_type_filter == other.resource_type_filter and self.resource_name_filter == other.resource_name_filter and self.pattern_type_filter == other.pattern_type_filter and self.principal_filter == other.principal_filter and self.host_filter == other.host_filter and self.operation == other.operation and self.permission_type == other.permission_type and (self._unknown_tagged_fields or None) == (other._unknown_tagged_fields or None)  # type: ignore[attr-defined]
+
+    __hash__ = None  # type: ignore[assignment]
+
     def __init__(
         self,
         *,
@@ -78,6 +85,13 @@ class DescribeAclsResponse(Message):
             __slots__ = ('principal', 'host', 'operation', 'permission_type', '_unknown_tagged_fields')
             _FIELD_NAMES = ('principal', 'host', 'operation', 'permission_type')
 
+            def __eq__(self, other: object) -> bool:
+                if type(other) is not type(self):
+                    return NotImplemented
+                return self.principal == other.principal and self.host == other.host and self.operation == other.operation and self.permission_type == other.permission_type and (self._unknown_tagged_fields or None) == (other._unknown_tagged_fields or None)  # type: ignore[attr-defined]
+
+            __hash__ = None  # type: ignore[assignment]
+
             def __init__(
                 self,
                 *,
@@ -93,6 +107,13 @@ class DescribeAclsResponse(Message):
                 self.permission_type = permission_type
                 self._unknown_tagged_fields = _unknown_tagged_fields
 
+        def __eq__(self, other: object) -> bool:
+            if type(other) is not type(self):
+                return NotImplemented
+            return self.resource_type == other.resource_type and self.resource_name == other.resource_name and self.pattern_type == other.pattern_type and self.acls == other.acls and (self._unknown_tagged_fields or None) == (other._unknown_tagged_fields or None)  # type: ignore[attr-defined]
+
+        __hash__ = None  # type: ignore[assignment]
+
         def __init__(
             self,
             *,
@@ -107,6 +128,13 @@ class DescribeAclsResponse(Message):
             self.pattern_type = pattern_type
             self.acls = [] if acls is DEFAULT else acls
             self._unknown_tagged_fields = _unknown_tagged_fields
+
+    def __eq__(self, other: object) -> bool:
+        if type(other) is not type(self):
+            return NotImplemented
+        return self.throttle_time_ms == other.throttle_time_ms and self.error_code == other.error_code and self.error_message == other.error_message and self.resources == other.resources and (self._unknown_tagged_fields or None) == (other._unknown_tagged_fields or None)  # type: ignore[attr-defined]
+
+    __hash__ = None  # type: ignore[assignment]
 
     def __init__(
         self,

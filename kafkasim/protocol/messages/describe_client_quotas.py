@@ -43,6 +43,13 @@ class DescribeClientQuotasRequest(Message):
         __slots__ = ('entity_type', 'match_type', 'match', '_unknown_tagged_fields')
         _FIELD_NAMES = ('entity_type', 'match_type', 'match')
 
+        def __eq__(self, other: object) -> bool:
+            if type(other) is not type(self):
+                return NotImplemented
+            return self.entity_type == other.entity_type and self.match_type == other.match_type and self.match == other.match and (self._unknown_tagged_fields or None) == (other._unknown_tagged_fields or None)  # type: ignore[attr-defined]
+
+        __hash__ = None  # type: ignore[assignment]
+
         def __init__(
             self,
             *,
@@ -55,6 +62,13 @@ class DescribeClientQuotasRequest(Message):
             self.match_type = match_type
             self.match = match
             self._unknown_tagged_fields = _unknown_tagged_fields
+
+    def __eq__(self, other: object) -> bool:
+        if type(other) is not type(self):
+            return NotImplemented
+        return self.components == other.components and self.strict == other.strict and (self._unknown_tagged_fields or None) == (other._unknown_tagged_fields or None)  # type: ignore[attr-defined]
+
+    __hash__ = None  # type: ignore[assignment]
 
     def __init__(
         self,
@@ -86,6 +100,13 @@ class DescribeClientQuotasResponse(Message):
             __slots__ = ('entity_type', 'entity_name', '_unknown_tagged_fields')
             _FIELD_NAMES = ('entity_type', 'entity_name')
 
+            def __eq__(self, other: object) -> bool:
+                if type(other) is not type(self):
+                    return NotImplemented
+                return self.entity_type == other.entity_type and self.entity_name == other.entity_name and (self._unknown_tagged_fields or None) == (other._unknown_tagged_fields or None)  # type: ignore[attr-defined]
+
+            __hash__ = None  # type: ignore[assignment]
+
             def __init__(
                 self,
                 *,
@@ -101,6 +122,13 @@ class DescribeClientQuotasResponse(Message):
             __slots__ = ('key', 'value', '_unknown_tagged_fields')
             _FIELD_NAMES = ('key', 'value')
 
+            def __eq__(self, other: object) -> bool:
+                if type(other) is not type(self):
+                    return NotImplemented
+                return self.key == other.key and self.value == other.value and (self._unknown_tagged_fields or None) == (other._unknown_tagged_fields or None)  # type: ignore[attr-defined]
+
+            __hash__ = None  # type: ignore[assignment]
+
             def __init__(
                 self,
                 *,
@@ -112,6 +140,13 @@ class DescribeClientQuotasResponse(Message):
                 self.value = value
                 self._unknown_tagged_fields = _unknown_tagged_fields
 
+        def __eq__(self, other: object) -> bool:
+            if type(other) is not type(self):
+                return NotImplemented
+            return self.entity == other.entity and self.values == other.values and (self._unknown_tagged_fields or None) == (other._unknown_tagged_fields or None)  # type: ignore[attr-defined]
+
+        __hash__ = None  # type: ignore[assignment]
+
         def __init__(
             self,
             *,
@@ -122,6 +157,13 @@ class DescribeClientQuotasResponse(Message):
             self.entity = [] if entity is DEFAULT else entity
             self.values = [] if values is DEFAULT else values
             self._unknown_tagged_fields = _unknown_tagged_fields
+
+    def __eq__(self, other: object) -> bool:
+        if type(other) is not type(self):
+            return NotImplemented
+        return self.throttle_time_ms == other.throttle_time_ms and self.error_code == other.error_code and self.error_message == other.error_message and self.entries == other.entries and (self._unknown_tagged_fields or None) == (other._unknown_tagged_fields or None)  # type: ignore[attr-defined]
+
+    __hash__ = None  # type: ignore[assignment]
 
     def __init__(
         self,

@@ -40,6 +40,13 @@ class DescribeClusterRequest(Message):
     MAX_VERSION = 1
     FLEXIBLE_FROM = 0
 
+    def __eq__(self, other: object) -> bool:
+        if type(other) is not type(self):
+            return NotImplemented
+        return self.include_cluster_authorized_operations == other.include_cluster_authorized_operations and self.endpoint_type == other.endpoint_type and (self._unknown_tagged_fields or None) == (other._unknown_tagged_fields or None)  # type: ignore[attr-defined]
+
+    __hash__ = None  # type: ignore[assignment]
+
     def __init__(
         self,
         *,
@@ -66,6 +73,13 @@ class DescribeClusterResponse(Message):
         __slots__ = ('broker_id', 'host', 'port', 'rack', '_unknown_tagged_fields')
         _FIELD_NAMES = ('broker_id', 'host', 'port', 'rack')
 
+        def __eq__(self, other: object) -> bool:
+            if type(other) is not type(self):
+                return NotImplemented
+            return self.broker_id == other.broker_id and self.host == other.host and self.port == other.port and self.rack == other.rack and (self._unknown_tagged_fields or None) == (other._unknown_tagged_fields or None)  # type: ignore[attr-defined]
+
+        __hash__ = None  # type: ignore[assignment]
+
         def __init__(
             self,
             *,
@@ -80,6 +94,13 @@ class DescribeClusterResponse(Message):
             self.port = port
             self.rack = rack
             self._unknown_tagged_fields = _unknown_tagged_fields
+
+    def __eq__(self, other: object) -> bool:
+        if type(other) is not type(self):
+            return NotImplemented
+        return self.throttle_time_ms == other.throttle_time_ms and self.error_code == other.error_code and self.error_message == other.error_message and self.endpoint_type == other.endpoint_type and self.cluster_id == other.cluster_id and self.controller_id == other.controller_id and self.brokers == other.brokers and self.cluster_authorized_operations == other.cluster_authorized_operations and (self._unknown_tagged_fields or None) == (other._unknown_tagged_fields or None)  # type: ignore[attr-defined]
+
+    __hash__ = None  # type: ignore[assignment]
 
     def __init__(
         self,

@@ -46,6 +46,13 @@ class DescribeConfigsRequest(Message):
         __slots__ = ('resource_type', 'resource_name', 'configuration_keys', '_unknown_tagged_fields')
         _FIELD_NAMES = ('resource_type', 'resource_name', 'configuration_keys')
 
+        def __eq__(self, other: object) -> bool:
+            if type(other) is not type(self):
+                return NotImplemented
+            return self.resource_type == other.resource_type and self.resource_name == other.resource_name and self.configuration_keys == other.configuration_keys and (self._unknown_tagged_fields or None) == (other._unknown_tagged_fields or None)  # type: ignore[attr-defined]
+
+        __hash__ = None  # type: ignore[assignment]
+
         def __init__(
             self,
             *,
@@ -58,6 +65,13 @@ class DescribeConfigsRequest(Message):
             self.resource_name = resource_name
             self.configuration_keys = [] if configuration_keys is DEFAULT else configuration_keys
             self._unknown_tagged_fields = _unknown_tagged_fields
+
+    def __eq__(self, other: object) -> bool:
+        if type(other) is not type(self):
+            return NotImplemented
+        return self.resources == other.resources and self.include_synonyms == other.include_synonyms and self.include_documentation == other.include_documentation and (self._unknown_tagged_fields or None) == (other._unknown_tagged_fields or None)  # type: ignore[attr-defined]
+
+    __hash__ = None  # type: ignore[assignment]
 
     def __init__(
         self,
@@ -95,6 +109,13 @@ class DescribeConfigsResponse(Message):
                 __slots__ = ('name', 'value', 'source', '_unknown_tagged_fields')
                 _FIELD_NAMES = ('name', 'value', 'source')
 
+                def __eq__(self, other: object) -> bool:
+                    if type(other) is not type(self):
+                        return NotImplemented
+                    return self.name == other.name and self.value == other.value and self.source == other.source and (self._unknown_tagged_fields or None) == (other._unknown_tagged_fields or None)  # type: ignore[attr-defined]
+
+                __hash__ = None  # type: ignore[assignment]
+
                 def __init__(
                     self,
                     *,
@@ -107,6 +128,13 @@ class DescribeConfigsResponse(Message):
                     self.value = value
                     self.source = source
                     self._unknown_tagged_fields = _unknown_tagged_fields
+
+            def __eq__(self, other: object) -> bool:
+                if type(other) is not type(self):
+                    return NotImplemented
+                return self.name == other.name and self.value == other.value and self.read_only == other.read_only and self.is_default == other.is_default and self.config_source == other.config_source and self.is_sensitive == other.is_sensitive and self.synonyms == other.synonyms and self.config_type == other.config_type and self.documentation == other.documentation and (self._unknown_tagged_fields or None) == (other._unknown_tagged_fields or None)  # type: ignore[attr-defined]
+
+            __hash__ = None  # type: ignore[assignment]
 
             def __init__(
                 self,
@@ -133,6 +161,13 @@ class DescribeConfigsResponse(Message):
                 self.documentation = documentation
                 self._unknown_tagged_fields = _unknown_tagged_fields
 
+        def __eq__(self, other: object) -> bool:
+            if type(other) is not type(self):
+                return NotImplemented
+            return self.error_code == other.error_code and self.error_message == other.error_message and self.resource_type == other.resource_type and self.resource_name == other.resource_name and self.configs == other.configs and (self._unknown_tagged_fields or None) == (other._unknown_tagged_fields or None)  # type: ignore[attr-defined]
+
+        __hash__ = None  # type: ignore[assignment]
+
         def __init__(
             self,
             *,
@@ -149,6 +184,13 @@ class DescribeConfigsResponse(Message):
             self.resource_name = resource_name
             self.configs = [] if configs is DEFAULT else configs
             self._unknown_tagged_fields = _unknown_tagged_fields
+
+    def __eq__(self, other: object) -> bool:
+        if type(other) is not type(self):
+            return NotImplemented
+        return self.throttle_time_ms == other.throttle_time_ms and self.results == other.results and (self._unknown_tagged_fields or None) == (other._unknown_tagged_fields or None)  # type: ignore[attr-defined]
+
+    __hash__ = None  # type: ignore[assignment]
 
     def __init__(
         self,

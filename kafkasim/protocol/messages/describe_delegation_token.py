@@ -42,6 +42,13 @@ class DescribeDelegationTokenRequest(Message):
         __slots__ = ('principal_type', 'principal_name', '_unknown_tagged_fields')
         _FIELD_NAMES = ('principal_type', 'principal_name')
 
+        def __eq__(self, other: object) -> bool:
+            if type(other) is not type(self):
+                return NotImplemented
+            return self.principal_type == other.principal_type and self.principal_name == other.principal_name and (self._unknown_tagged_fields or None) == (other._unknown_tagged_fields or None)  # type: ignore[attr-defined]
+
+        __hash__ = None  # type: ignore[assignment]
+
         def __init__(
             self,
             *,
@@ -52,6 +59,13 @@ class DescribeDelegationTokenRequest(Message):
             self.principal_type = principal_type
             self.principal_name = principal_name
             self._unknown_tagged_fields = _unknown_tagged_fields
+
+    def __eq__(self, other: object) -> bool:
+        if type(other) is not type(self):
+            return NotImplemented
+        return self.owners == other.owners and (self._unknown_tagged_fields or None) == (other._unknown_tagged_fields or None)  # type: ignore[attr-defined]
+
+    __hash__ = None  # type: ignore[assignment]
 
     def __init__(
         self,
@@ -81,6 +95,13 @@ class DescribeDelegationTokenResponse(Message):
             __slots__ = ('principal_type', 'principal_name', '_unknown_tagged_fields')
             _FIELD_NAMES = ('principal_type', 'principal_name')
 
+            def __eq__(self, other: object) -> bool:
+                if type(other) is not type(self):
+                    return NotImplemented
+                return self.principal_type == other.principal_type and self.principal_name == other.principal_name and (self._unknown_tagged_fields or None) == (other._unknown_tagged_fields or None)  # type: ignore[attr-defined]
+
+            __hash__ = None  # type: ignore[assignment]
+
             def __init__(
                 self,
                 *,
@@ -91,6 +112,13 @@ class DescribeDelegationTokenResponse(Message):
                 self.principal_type = principal_type
                 self.principal_name = principal_name
                 self._unknown_tagged_fields = _unknown_tagged_fields
+
+        def __eq__(self, other: object) -> bool:
+            if type(other) is not type(self):
+                return NotImplemented
+            return self.principal_type == other.principal_type and self.principal_name == other.principal_name and self.token_requester_principal_type == other.token_requester_principal_type and self.token_requester_principal_name == other.token_requester_principal_name and self.issue_timestamp == other.issue_timestamp and self.expiry_timestamp == other.expiry_timestamp and self.max_timestamp == other.max_timestamp and self.token_id == other.token_id and self.hmac == other.hmac and self.renewers == other.renewers and (self._unknown_tagged_fields or None) == (other._unknown_tagged_fields or None)  # type: ignore[attr-defined]
+
+        __hash__ = None  # type: ignore[assignment]
 
         def __init__(
             self,
@@ -118,6 +146,13 @@ class DescribeDelegationTokenResponse(Message):
             self.hmac = hmac
             self.renewers = [] if renewers is DEFAULT else renewers
             self._unknown_tagged_fields = _unknown_tagged_fields
+
+    def __eq__(self, other: object) -> bool:
+        if type(other) is not type(self):
+            return NotImplemented
+        return self.error_code == other.error_code and self.tokens == other.tokens and self.throttle_time_ms == other.throttle_time_ms and (self._unknown_tagged_fields or None) == (other._unknown_tagged_fields or None)  # type: ignore[attr-defined]
+
+    __hash__ = None  # type: ignore[assignment]
 
     def __init__(
         self,

@@ -38,6 +38,13 @@ class DescribeGroupsRequest(Message):
     MAX_VERSION = 5
     FLEXIBLE_FROM = 5
 
+    def __eq__(self, other: object) -> bool:
+        if type(other) is not type(self):
+            return NotImplemented
+        return self.groups == other.groups and self.include_authorized_operations == other.include_authorized_operations and (self._unknown_tagged_fields or None) == (other._unknown_tagged_fields or None)  # type: ignore[attr-defined]
+
+    __hash__ = None  # type: ignore[assignment]
+
     def __init__(
         self,
         *,
@@ -68,6 +75,13 @@ class DescribeGroupsResponse(Message):
             __slots__ = ('member_id', 'group_instance_id', 'client_id', 'client_host', 'member_metadata', 'member_assignment', '_unknown_tagged_fields')
             _FIELD_NAMES = ('member_id', 'group_instance_id', 'client_id', 'client_host', 'member_metadata', 'member_assignment')
 
+            def __eq__(self, other: object) -> bool:
+                if type(other) is not type(self):
+                    return NotImplemented
+                return self.member_id == other.member_id and self.group_instance_id == other.group_instance_id and self.client_id == other.client_id and self.client_host == other.client_host and self.member_metadata == other.member_metadata and self.member_assignment == other.member_assignment and (self._unknown_tagged_fields or None) == (other._unknown_tagged_fields or None)  # type: ignore[attr-defined]
+
+            __hash__ = None  # type: ignore[assignment]
+
             def __init__(
                 self,
                 *,
@@ -86,6 +100,13 @@ class DescribeGroupsResponse(Message):
                 self.member_metadata = member_metadata
                 self.member_assignment = member_assignment
                 self._unknown_tagged_fields = _unknown_tagged_fields
+
+        def __eq__(self, other: object) -> bool:
+            if type(other) is not type(self):
+                return NotImplemented
+            return self.error_code == other.error_code and self.group_id == other.group_id and self.group_state == other.group_state and self.protocol_type == other.protocol_type and self.protocol_data == other.protocol_data and self.members == other.members and self.authorized_operations == other.authorized_operations and (self._unknown_tagged_fields or None) == (other._unknown_tagged_fields or None)  # type: ignore[attr-defined]
+
+        __hash__ = None  # type: ignore[assignment]
 
         def __init__(
             self,
@@ -107,6 +128,13 @@ class DescribeGroupsResponse(Message):
             self.members = [] if members is DEFAULT else members
             self.authorized_operations = authorized_operations
             self._unknown_tagged_fields = _unknown_tagged_fields
+
+    def __eq__(self, other: object) -> bool:
+        if type(other) is not type(self):
+            return NotImplemented
+        return self.throttle_time_ms == other.throttle_time_ms and self.groups == other.groups and (self._unknown_tagged_fields or None) == (other._unknown_tagged_fields or None)  # type: ignore[attr-defined]
+
+    __hash__ = None  # type: ignore[assignment]
 
     def __init__(
         self,

@@ -44,6 +44,13 @@ class DescribeLogDirsRequest(Message):
         __slots__ = ('topic', 'partitions', '_unknown_tagged_fields')
         _FIELD_NAMES = ('topic', 'partitions')
 
+        def __eq__(self, other: object) -> bool:
+            if type(other) is not type(self):
+                return NotImplemented
+            return self.topic == other.topic and self.partitions == other.partitions and (self._unknown_tagged_fields or None) == (other._unknown_tagged_fields or None)  # type: ignore[attr-defined]
+
+        __hash__ = None  # type: ignore[assignment]
+
         def __init__(
             self,
             *,
@@ -54,6 +61,13 @@ class DescribeLogDirsRequest(Message):
             self.topic = topic
             self.partitions = [] if partitions is DEFAULT else partitions
             self._unknown_tagged_fields = _unknown_tagged_fields
+
+    def __eq__(self, other: object) -> bool:
+        if type(other) is not type(self):
+            return NotImplemented
+        return self.topics == other.topics and (self._unknown_tagged_fields or None) == (other._unknown_tagged_fields or None)  # type: ignore[attr-defined]
+
+    __hash__ = None  # type: ignore[assignment]
 
     def __init__(
         self,
@@ -87,6 +101,13 @@ class DescribeLogDirsResponse(Message):
                 __slots__ = ('partition_index', 'partition_size', 'offset_lag', 'is_future_key', '_unknown_tagged_fields')
                 _FIELD_NAMES = ('partition_index', 'partition_size', 'offset_lag', 'is_future_key')
 
+                def __eq__(self, other: object) -> bool:
+                    if type(other) is not type(self):
+                        return NotImplemented
+                    return self.partition_index == other.partition_index and self.partition_size == other.partition_size and self.offset_lag == other.offset_lag and self.is_future_key == other.is_future_key and (self._unknown_tagged_fields or None) == (other._unknown_tagged_fields or None)  # type: ignore[attr-defined]
+
+                __hash__ = None  # type: ignore[assignment]
+
                 def __init__(
                     self,
                     *,
@@ -102,6 +123,13 @@ class DescribeLogDirsResponse(Message):
                     self.is_future_key = is_future_key
                     self._unknown_tagged_fields = _unknown_tagged_fields
 
+            def __eq__(self, other: object) -> bool:
+                if type(other) is not type(self):
+                    return NotImplemented
+                return self.name == other.name and self.partitions == other.partitions and (self._unknown_tagged_fields or None) == (other._unknown_tagged_fields or None)  # type: ignore[attr-defined]
+
+            __hash__ = None  # type: ignore[assignment]
+
             def __init__(
                 self,
                 *,
@@ -112,6 +140,13 @@ class DescribeLogDirsResponse(Message):
                 self.name = name
                 self.partitions = [] if partitions is DEFAULT else partitions
                 self._unknown_tagged_fields = _unknown_tagged_fields
+
+        def __eq__(self, other: object) -> bool:
+            if type(other) is not type(self):
+                return NotImplemented
+            return self.error_code == other.error_code and self.log_dir == other.log_dir and self.topics == other.topics and self.total_bytes == other.total_bytes and self.usable_bytes == other.usable_bytes and (self._unknown_tagged_fields or None) == (other._unknown_tagged_fields or None)  # type: ignore[attr-defined]
+
+        __hash__ = None  # type: ignore[assignment]
 
         def __init__(
             self,
@@ -129,6 +164,13 @@ class DescribeLogDirsResponse(Message):
             self.total_bytes = total_bytes
             self.usable_bytes = usable_bytes
             self._unknown_tagged_fields = _unknown_tagged_fields
+
+    def __eq__(self, other: object) -> bool:
+        if type(other) is not type(self):
+            return NotImplemented
+        return self.throttle_time_ms == other.throttle_time_ms and self.error_code == other.error_code and self.results == other.results and (self._unknown_tagged_fields or None) == (other._unknown_tagged_fields or None)  # type: ignore[attr-defined]
+
+    __hash__ = None  # type: ignore[assignment]
 
     def __init__(
         self,

@@ -53,6 +53,13 @@ class DescribeQuorumRequest(Message):
             __slots__ = ('partition_index', '_unknown_tagged_fields')
             _FIELD_NAMES = ('partition_index',)
 
+            def __eq__(self, other: object) -> bool:
+                if type(other) is not type(self):
+                    return NotImplemented
+                return self.partition_index == other.partition_index and (self._unknown_tagged_fields or None) == (other._unknown_tagged_fields or None)  # type: ignore[attr-defined]
+
+            __hash__ = None  # type: ignore[assignment]
+
             def __init__(
                 self,
                 *,
@@ -61,6 +68,13 @@ class DescribeQuorumRequest(Message):
             ) -> None:
                 self.partition_index = partition_index
                 self._unknown_tagged_fields = _unknown_tagged_fields
+
+        def __eq__(self, other: object) -> bool:
+            if type(other) is not type(self):
+                return NotImplemented
+            return self.topic_name == other.topic_name and self.partitions == other.partitions and (self._unknown_tagged_fields or None) == (other._unknown_tagged_fields or None)  # type: ignore[attr-defined]
+
+        __hash__ = None  # type: ignore[assignment]
 
         def __init__(
             self,
@@ -72,6 +86,13 @@ class DescribeQuorumRequest(Message):
             self.topic_name = topic_name
             self.partitions = [] if partitions is DEFAULT else partitions
             self._unknown_tagged_fields = _unknown_tagged_fields
+
+    def __eq__(self, other: object) -> bool:
+        if type(other) is not type(self):
+            return NotImplemented
+        return self.topics == other.topics and (self._unknown_tagged_fields or None) == (other._unknown_tagged_fields or None)  # type: ignore[attr-defined]
+
+    __hash__ = None  # type: ignore[assignment]
 
     def __init__(
         self,
@@ -101,6 +122,13 @@ class DescribeQuorumResponse(Message):
             __slots__ = ('partition_index', 'error_code', 'error_message', 'leader_id', 'leader_epoch', 'high_watermark', 'current_voters', 'observers', '_unknown_tagged_fields')
             _FIELD_NAMES = ('partition_index', 'error_code', 'error_message', 'leader_id', 'leader_epoch', 'high_watermark', 'current_voters', 'observers')
 
+            def __eq__(self, other: object) -> bool:
+                if type(other) is not type(self):
+                    return NotImplemented
+                return self.partition_index == other.partition_index and self.error_code == other.error_code and self.error_message == other.error_message and self.leader_id == other.leader_id and self.leader_epoch == other.leader_epoch and self.high_watermark == other.high_watermark and self.current_voters == other.current_voters and self.observers == other.observers and (self._unknown_tagged_fields or None) == (other._unknown_tagged_fields or None)  # type: ignore[attr-defined]
+
+            __hash__ = None  # type: ignore[assignment]
+
             def __init__(
                 self,
                 *,
@@ -124,6 +152,13 @@ class DescribeQuorumResponse(Message):
                 self.observers = [] if observers is DEFAULT else observers
                 self._unknown_tagged_fields = _unknown_tagged_fields
 
+        def __eq__(self, other: object) -> bool:
+            if type(other) is not type(self):
+                return NotImplemented
+            return self.topic_name == other.topic_name and self.partitions == other.partitions and (self._unknown_tagged_fields or None) == (other._unknown_tagged_fields or None)  # type: ignore[attr-defined]
+
+        __hash__ = None  # type: ignore[assignment]
+
         def __init__(
             self,
             *,
@@ -138,6 +173,13 @@ class DescribeQuorumResponse(Message):
     class ReplicaState(Struct):
         __slots__ = ('replica_id', 'replica_directory_id', 'log_end_offset', 'last_fetch_timestamp', 'last_caught_up_timestamp', '_unknown_tagged_fields')
         _FIELD_NAMES = ('replica_id', 'replica_directory_id', 'log_end_offset', 'last_fetch_timestamp', 'last_caught_up_timestamp')
+
+        def __eq__(self, other: object) -> bool:
+            if type(other) is not type(self):
+                return NotImplemented
+            return self.replica_id == other.replica_id and self.replica_directory_id == other.replica_directory_id and self.log_end_offset == other.log_end_offset and self.last_fetch_timestamp == other.last_fetch_timestamp and self.last_caught_up_timestamp == other.last_caught_up_timestamp and (self._unknown_tagged_fields or None) == (other._unknown_tagged_fields or None)  # type: ignore[attr-defined]
+
+        __hash__ = None  # type: ignore[assignment]
 
         def __init__(
             self,
@@ -164,6 +206,13 @@ class DescribeQuorumResponse(Message):
             __slots__ = ('name', 'host', 'port', '_unknown_tagged_fields')
             _FIELD_NAMES = ('name', 'host', 'port')
 
+            def __eq__(self, other: object) -> bool:
+                if type(other) is not type(self):
+                    return NotImplemented
+                return self.name == other.name and self.host == other.host and self.port == other.port and (self._unknown_tagged_fields or None) == (other._unknown_tagged_fields or None)  # type: ignore[attr-defined]
+
+            __hash__ = None  # type: ignore[assignment]
+
             def __init__(
                 self,
                 *,
@@ -177,6 +226,13 @@ class DescribeQuorumResponse(Message):
                 self.port = port
                 self._unknown_tagged_fields = _unknown_tagged_fields
 
+        def __eq__(self, other: object) -> bool:
+            if type(other) is not type(self):
+                return NotImplemented
+            return self.node_id == other.node_id and self.listeners == other.listeners and (self._unknown_tagged_fields or None) == (other._unknown_tagged_fields or None)  # type: ignore[attr-defined]
+
+        __hash__ = None  # type: ignore[assignment]
+
         def __init__(
             self,
             *,
@@ -187,6 +243,13 @@ class DescribeQuorumResponse(Message):
             self.node_id = node_id
             self.listeners = [] if listeners is DEFAULT else listeners
             self._unknown_tagged_fields = _unknown_tagged_fields
+
+    def __eq__(self, other: object) -> bool:
+        if type(other) is not type(self):
+            return NotImplemented
+        return self.error_code == other.error_code and self.error_message == other.error_message and self.topics == other.topics and self.nodes == other.nodes and (self._unknown_tagged_fields or None) == (other._unknown_tagged_fields or None)  # type: ignore[attr-defined]
+
+    __hash__ = None  # type: ignore[assignment]
 
     def __init__(
         self,

@@ -44,6 +44,13 @@ class DescribeTopicPartitionsRequest(Message):
         __slots__ = ('name', '_unknown_tagged_fields')
         _FIELD_NAMES = ('name',)
 
+        def __eq__(self, other: object) -> bool:
+            if type(other) is not type(self):
+                return NotImplemented
+            return self.name == other.name and (self._unknown_tagged_fields or None) == (other._unknown_tagged_fields or None)  # type: ignore[attr-defined]
+
+        __hash__ = None  # type: ignore[assignment]
+
         def __init__(
             self,
             *,
@@ -57,6 +64,13 @@ class DescribeTopicPartitionsRequest(Message):
         __slots__ = ('topic_name', 'partition_index', '_unknown_tagged_fields')
         _FIELD_NAMES = ('topic_name', 'partition_index')
 
+        def __eq__(self, other: object) -> bool:
+            if type(other) is not type(self):
+                return NotImplemented
+            return self.topic_name == other.topic_name and self.partition_index == other.partition_index and (self._unknown_tagged_fields or None) == (other._unknown_tagged_fields or None)  # type: ignore[attr-defined]
+
+        __hash__ = None  # type: ignore[assignment]
+
         def __init__(
             self,
             *,
@@ -67,6 +81,13 @@ class DescribeTopicPartitionsRequest(Message):
             self.topic_name = topic_name
             self.partition_index = partition_index
             self._unknown_tagged_fields = _unknown_tagged_fields
+
+    def __eq__(self, other: object) -> bool:
+        if type(other) is not type(self):
+            return NotImplemented
+        return self.topics == other.topics and self.response_partition_limit == other.response_partition_limit and self.cursor == other.cursor and (self._unknown_tagged_fields or None) == (other._unknown_tagged_fields or None)  # type: ignore[attr-defined]
+
+    __hash__ = None  # type: ignore[assignment]
 
     def __init__(
         self,
@@ -100,6 +121,13 @@ class DescribeTopicPartitionsResponse(Message):
             __slots__ = ('error_code', 'partition_index', 'leader_id', 'leader_epoch', 'replica_nodes', 'isr_nodes', 'eligible_leader_replicas', 'last_known_elr', 'offline_replicas', '_unknown_tagged_fields')
             _FIELD_NAMES = ('error_code', 'partition_index', 'leader_id', 'leader_epoch', 'replica_nodes', 'isr_nodes', 'eligible_leader_replicas', 'last_known_elr', 'offline_replicas')
 
+            def __eq__(self, other: object) -> bool:
+                if type(other) is not type(self):
+                    return NotImplemented
+                return self.error_code == other.error_code and self.partition_index == other.partition_index and self.leader_id == other.leader_id and self.leader_epoch == other.leader_epoch and self.replica_nodes == other.replica_nodes and self.isr_nodes == other.isr_nodes and self.eligible_leader_replicas == other.eligible_leader_replicas and self.last_known_elr == other.last_known_elr and self.offline_replicas == other.offline_replicas and (self._unknown_tagged_fields or None) == (other._unknown_tagged_fields or None)  # type: ignore[attr-defined]
+
+            __hash__ = None  # type: ignore[assignment]
+
             def __init__(
                 self,
                 *,
@@ -125,6 +153,13 @@ class DescribeTopicPartitionsResponse(Message):
                 self.offline_replicas = [] if offline_replicas is DEFAULT else offline_replicas
                 self._unknown_tagged_fields = _unknown_tagged_fields
 
+        def __eq__(self, other: object) -> bool:
+            if type(other) is not type(self):
+                return NotImplemented
+            return self.error_code == other.error_code and self.name == other.name and self.topic_id == other.topic_id and self.is_internal == other.is_internal and self.partitions == other.partitions and self.topic_authorized_operations == other.topic_authorized_operations and (self._unknown_tagged_fields or None) == (other._unknown_tagged_fields or None)  # type: ignore[attr-defined]
+
+        __hash__ = None  # type: ignore[assignment]
+
         def __init__(
             self,
             *,
@@ -148,6 +183,13 @@ class DescribeTopicPartitionsResponse(Message):
         __slots__ = ('topic_name', 'partition_index', '_unknown_tagged_fields')
         _FIELD_NAMES = ('topic_name', 'partition_index')
 
+        def __eq__(self, other: object) -> bool:
+            if type(other) is not type(self):
+                return NotImplemented
+            return self.topic_name == other.topic_name and self.partition_index == other.partition_index and (self._unknown_tagged_fields or None) == (other._unknown_tagged_fields or None)  # type: ignore[attr-defined]
+
+        __hash__ = None  # type: ignore[assignment]
+
         def __init__(
             self,
             *,
@@ -158,6 +200,13 @@ class DescribeTopicPartitionsResponse(Message):
             self.topic_name = topic_name
             self.partition_index = partition_index
             self._unknown_tagged_fields = _unknown_tagged_fields
+
+    def __eq__(self, other: object) -> bool:
+        if type(other) is not type(self):
+            return NotImplemented
+        return self.throttle_time_ms == other.throttle_time_ms and self.topics == other.topics and self.next_cursor == other.next_cursor and (self._unknown_tagged_fields or None) == (other._unknown_tagged_fields or None)  # type: ignore[attr-defined]
+
+    __hash__ = None  # type: ignore[assignment]
 
     def __init__(
         self,

@@ -38,6 +38,13 @@ class DescribeTransactionsRequest(Message):
     MAX_VERSION = 0
     FLEXIBLE_FROM = 0
 
+    def __eq__(self, other: object) -> bool:
+        if type(other) is not type(self):
+            return NotImplemented
+        return self.transactional_ids == other.transactional_ids and (self._unknown_tagged_fields or None) == (other._unknown_tagged_fields or None)  # type: ignore[attr-defined]
+
+    __hash__ = None  # type: ignore[assignment]
+
     def __init__(
         self,
         *,
@@ -66,6 +73,13 @@ class DescribeTransactionsResponse(Message):
             __slots__ = ('topic', 'partitions', '_unknown_tagged_fields')
             _FIELD_NAMES = ('topic', 'partitions')
 
+            def __eq__(self, other: object) -> bool:
+                if type(other) is not type(self):
+                    return NotImplemented
+                return self.topic == other.topic and self.partitions == other.partitions and (self._unknown_tagged_fields or None) == (other._unknown_tagged_fields or None)  # type: ignore[attr-defined]
+
+            __hash__ = None  # type: ignore[assignment]
+
             def __init__(
                 self,
                 *,
@@ -76,6 +90,13 @@ class DescribeTransactionsResponse(Message):
                 self.topic = topic
                 self.partitions = [] if partitions is DEFAULT else partitions
                 self._unknown_tagged_fields = _unknown_tagged_fields
+
+        def __eq__(self, other: object) -> bool:
+            if type(other) is not type(self):
+                return NotImplemented
+            return self.error_code == other.error_code and self.transactional_id == other.transactional_id and self.transaction_state == other.transaction_state and self.transaction_timeout_ms == other.transaction_timeout_ms and self.transaction_start_time_ms == other.transaction_start_time_ms and self.producer_id == other.producer_id and self.producer_epoch == other.producer_epoch and self.topics == other.topics and (self._unknown_tagged_fields or None) == (other._unknown_tagged_fields or None)  # type: ignore[attr-defined]
+
+        __hash__ = None  # type: ignore[assignment]
 
         def __init__(
             self,
@@ -99,6 +120,13 @@ class DescribeTransactionsResponse(Message):
             self.producer_epoch = producer_epoch
             self.topics = [] if topics is DEFAULT else topics
             self._unknown_tagged_fields = _unknown_tagged_fields
+
+    def __eq__(self, other: object) -> bool:
+        if type(other) is not type(self):
+            return NotImplemented
+        return self.throttle_time_ms == other.throttle_time_ms and self.transaction_states == other.transaction_states and (self._unknown_tagged_fields or None) == (other._unknown_tagged_fields or None)  # type: ignore[attr-defined]
+
+    __hash__ = None  # type: ignore[assignment]
 
     def __init__(
         self,

@@ -42,6 +42,13 @@ class DescribeUserScramCredentialsRequest(Message):
         __slots__ = ('name', '_unknown_tagged_fields')
         _FIELD_NAMES = ('name',)
 
+        def __eq__(self, other: object) -> bool:
+            if type(other) is not type(self):
+                return NotImplemented
+            return self.name == other.name and (self._unknown_tagged_fields or None) == (other._unknown_tagged_fields or None)  # type: ignore[attr-defined]
+
+        __hash__ = None  # type: ignore[assignment]
+
         def __init__(
             self,
             *,
@@ -50,6 +57,13 @@ class DescribeUserScramCredentialsRequest(Message):
         ) -> None:
             self.name = name
             self._unknown_tagged_fields = _unknown_tagged_fields
+
+    def __eq__(self, other: object) -> bool:
+        if type(other) is not type(self):
+            return NotImplemented
+        return self.users == other.users and (self._unknown_tagged_fields or None) == (other._unknown_tagged_fields or None)  # type: ignore[attr-defined]
+
+    __hash__ = None  # type: ignore[assignment]
 
     def __init__(
         self,
@@ -79,6 +93,13 @@ class DescribeUserScramCredentialsResponse(Message):
             __slots__ = ('mechanism', 'iterations', '_unknown_tagged_fields')
             _FIELD_NAMES = ('mechanism', 'iterations')
 
+            def __eq__(self, other: object) -> bool:
+                if type(other) is not type(self):
+                    return NotImplemented
+                return self.mechanism == other.mechanism and self.iterations == other.iterations and (self._unknown_tagged_fields or None) == (other._unknown_tagged_fields or None)  # type: ignore[attr-defined]
+
+            __hash__ = None  # type: ignore[assignment]
+
             def __init__(
                 self,
                 *,
@@ -89,6 +110,13 @@ class DescribeUserScramCredentialsResponse(Message):
                 self.mechanism = mechanism
                 self.iterations = iterations
                 self._unknown_tagged_fields = _unknown_tagged_fields
+
+        def __eq__(self, other: object) -> bool:
+            if type(other) is not type(self):
+                return NotImplemented
+            return self.user == other.user and self.error_code == other.error_code and self.error_message == other.error_message and self.credential_infos == other.credential_infos and (self._unknown_tagged_fields or None) == (other._unknown_tagged_fields or None)  # type: ignore[attr-defined]
+
+        __hash__ = None  # type: ignore[assignment]
 
         def __init__(
             self,
@@ -104,6 +132,13 @@ class DescribeUserScramCredentialsResponse(Message):
             self.error_message = error_message
             self.credential_infos = [] if credential_infos is DEFAULT else credential_infos
             self._unknown_tagged_fields = _unknown_tagged_fields
+
+    def __eq__(self, other: object) -> bool:
+        if type(other) is not type(self):
+            return NotImplemented
+        return self.throttle_time_ms == other.throttle_time_ms and self.error_code == other.error_code and self.error_message == other.error_message and self.results == other.results and (self._unknown_tagged_fields or None) == (other._unknown_tagged_fields or None)  # type: ignore[attr-defined]
+
+    __hash__ = None  # type: ignore[assignment]
 
     def __init__(
         self,

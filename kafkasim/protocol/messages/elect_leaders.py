@@ -42,6 +42,13 @@ class ElectLeadersRequest(Message):
         __slots__ = ('topic', 'partitions', '_unknown_tagged_fields')
         _FIELD_NAMES = ('topic', 'partitions')
 
+        def __eq__(self, other: object) -> bool:
+            if type(other) is not type(self):
+                return NotImplemented
+            return self.topic == other.topic and self.partitions == other.partitions and (self._unknown_tagged_fields or None) == (other._unknown_tagged_fields or None)  # type: ignore[attr-defined]
+
+        __hash__ = None  # type: ignore[assignment]
+
         def __init__(
             self,
             *,
@@ -52,6 +59,13 @@ class ElectLeadersRequest(Message):
             self.topic = topic
             self.partitions = [] if partitions is DEFAULT else partitions
             self._unknown_tagged_fields = _unknown_tagged_fields
+
+    def __eq__(self, other: object) -> bool:
+        if type(other) is not type(self):
+            return NotImplemented
+        return self.election_type == other.election_type and self.topic_partitions == other.topic_partitions and self.timeout_ms == other.timeout_ms and (self._unknown_tagged_fields or None) == (other._unknown_tagged_fields or None)  # type: ignore[attr-defined]
+
+    __hash__ = None  # type: ignore[assignment]
 
     def __init__(
         self,
@@ -85,6 +99,13 @@ class ElectLeadersResponse(Message):
             __slots__ = ('partition_id', 'error_code', 'error_message', '_unknown_tagged_fields')
             _FIELD_NAMES = ('partition_id', 'error_code', 'error_message')
 
+            def __eq__(self, other: object) -> bool:
+                if type(other) is not type(self):
+                    return NotImplemented
+                return self.partition_id == other.partition_id and self.error_code == other.error_code and self.error_message == other.error_message and (self._unknown_tagged_fields or None) == (other._unknown_tagged_fields or None)  # type: ignore[attr-defined]
+
+            __hash__ = None  # type: ignore[assignment]
+
             def __init__(
                 self,
                 *,
@@ -98,6 +119,13 @@ class ElectLeadersResponse(Message):
                 self.error_message = error_message
                 self._unknown_tagged_fields = _unknown_tagged_fields
 
+        def __eq__(self, other: object) -> bool:
+            if type(other) is not type(self):
+                return NotImplemented
+            return self.topic == other.topic and self.partition_result == other.partition_result and (self._unknown_tagged_fields or None) == (other._unknown_tagged_fields or None)  # type: ignore[attr-defined]
+
+        __hash__ = None  # type: ignore[assignment]
+
         def __init__(
             self,
             *,
@@ -108,6 +136,13 @@ class ElectLeadersResponse(Message):
             self.topic = topic
             self.partition_result = [] if partition_result is DEFAULT else partition_result
             self._unknown_tagged_fields = _unknown_tagged_fields
+
+    def __eq__(self, other: object) -> bool:
+        if type(other) is not type(self):
+            return NotImplemented
+        return self.throttle_time_ms == other.throttle_time_ms and self.error_code == other.error_code and self.replica_election_results == other.replica_election_results and (self._unknown_tagged_fields or None) == (other._unknown_tagged_fields or None)  # type: ignore[attr-defined]
+
+    __hash__ = None  # type: ignore[assignment]
 
     def __init__(
         self,

@@ -53,6 +53,13 @@ class EndQuorumEpochRequest(Message):
                 __slots__ = ('candidate_id', 'candidate_directory_id', '_unknown_tagged_fields')
                 _FIELD_NAMES = ('candidate_id', 'candidate_directory_id')
 
+                def __eq__(self, other: object) -> bool:
+                    if type(other) is not type(self):
+                        return NotImplemented
+                    return self.candidate_id == other.candidate_id and self.candidate_directory_id == other.candidate_directory_id and (self._unknown_tagged_fields or None) == (other._unknown_tagged_fields or None)  # type: ignore[attr-defined]
+
+                __hash__ = None  # type: ignore[assignment]
+
                 def __init__(
                     self,
                     *,
@@ -63,6 +70,13 @@ class EndQuorumEpochRequest(Message):
                     self.candidate_id = candidate_id
                     self.candidate_directory_id = candidate_directory_id
                     self._unknown_tagged_fields = _unknown_tagged_fields
+
+            def __eq__(self, other: object) -> bool:
+                if type(other) is not type(self):
+                    return NotImplemented
+                return self.partition_index == other.partition_index and self.leader_id == other.leader_id and self.leader_epoch == other.leader_epoch and self.preferred_successors == other.preferred_successors and self.preferred_candidates == other.preferred_candidates and (self._unknown_tagged_fields or None) == (other._unknown_tagged_fields or None)  # type: ignore[attr-defined]
+
+            __hash__ = None  # type: ignore[assignment]
 
             def __init__(
                 self,
@@ -81,6 +95,13 @@ class EndQuorumEpochRequest(Message):
                 self.preferred_candidates = [] if preferred_candidates is DEFAULT else preferred_candidates
                 self._unknown_tagged_fields = _unknown_tagged_fields
 
+        def __eq__(self, other: object) -> bool:
+            if type(other) is not type(self):
+                return NotImplemented
+            return self.topic_name == other.topic_name and self.partitions == other.partitions and (self._unknown_tagged_fields or None) == (other._unknown_tagged_fields or None)  # type: ignore[attr-defined]
+
+        __hash__ = None  # type: ignore[assignment]
+
         def __init__(
             self,
             *,
@@ -96,6 +117,13 @@ class EndQuorumEpochRequest(Message):
         __slots__ = ('name', 'host', 'port', '_unknown_tagged_fields')
         _FIELD_NAMES = ('name', 'host', 'port')
 
+        def __eq__(self, other: object) -> bool:
+            if type(other) is not type(self):
+                return NotImplemented
+            return self.name == other.name and self.host == other.host and self.port == other.port and (self._unknown_tagged_fields or None) == (other._unknown_tagged_fields or None)  # type: ignore[attr-defined]
+
+        __hash__ = None  # type: ignore[assignment]
+
         def __init__(
             self,
             *,
@@ -108,6 +136,13 @@ class EndQuorumEpochRequest(Message):
             self.host = host
             self.port = port
             self._unknown_tagged_fields = _unknown_tagged_fields
+
+    def __eq__(self, other: object) -> bool:
+        if type(other) is not type(self):
+            return NotImplemented
+        return self.cluster_id == other.cluster_id and self.topics == other.topics and self.leader_endpoints == other.leader_endpoints and (self._unknown_tagged_fields or None) == (other._unknown_tagged_fields or None)  # type: ignore[attr-defined]
+
+    __hash__ = None  # type: ignore[assignment]
 
     def __init__(
         self,
@@ -141,6 +176,13 @@ class EndQuorumEpochResponse(Message):
             __slots__ = ('partition_index', 'error_code', 'leader_id', 'leader_epoch', '_unknown_tagged_fields')
             _FIELD_NAMES = ('partition_index', 'error_code', 'leader_id', 'leader_epoch')
 
+            def __eq__(self, other: object) -> bool:
+                if type(other) is not type(self):
+                    return NotImplemented
+                return self.partition_index == other.partition_index and self.error_code == other.error_code and self.leader_id == other.leader_id and self.leader_epoch == other.leader_epoch and (self._unknown_tagged_fields or None) == (other._unknown_tagged_fields or None)  # type: ignore[attr-defined]
+
+            __hash__ = None  # type: ignore[assignment]
+
             def __init__(
                 self,
                 *,
@@ -155,6 +197,13 @@ class EndQuorumEpochResponse(Message):
                 self.leader_id = leader_id
                 self.leader_epoch = leader_epoch
                 self._unknown_tagged_fields = _unknown_tagged_fields
+
+        def __eq__(self, other: object) -> bool:
+            if type(other) is not type(self):
+                return NotImplemented
+            return self.topic_name == other.topic_name and self.partitions == other.partitions and (self._unknown_tagged_fields or None) == (other._unknown_tagged_fields or None)  # type: ignore[attr-defined]
+
+        __hash__ = None  # type: ignore[assignment]
 
         def __init__(
             self,
@@ -171,6 +220,13 @@ class EndQuorumEpochResponse(Message):
         __slots__ = ('node_id', 'host', 'port', '_unknown_tagged_fields')
         _FIELD_NAMES = ('node_id', 'host', 'port')
 
+        def __eq__(self, other: object) -> bool:
+            if type(other) is not type(self):
+                return NotImplemented
+            return self.node_id == other.node_id and self.host == other.host and self.port == other.port and (self._unknown_tagged_fields or None) == (other._unknown_tagged_fields or None)  # type: ignore[attr-defined]
+
+        __hash__ = None  # type: ignore[assignment]
+
         def __init__(
             self,
             *,
@@ -183,6 +239,13 @@ class EndQuorumEpochResponse(Message):
             self.host = host
             self.port = port
             self._unknown_tagged_fields = _unknown_tagged_fields
+
+    def __eq__(self, other: object) -> bool:
+        if type(other) is not type(self):
+            return NotImplemented
+        return self.error_code == other.error_code and self.topics == other.topics and self.node_endpoints == other.node_endpoints and (self._unknown_tagged_fields or None) == (other._unknown_tagged_fields or None)  # type: ignore[attr-defined]
+
+    __hash__ = None  # type: ignore[assignment]
 
     def __init__(
         self,

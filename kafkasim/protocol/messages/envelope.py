@@ -36,6 +36,13 @@ class EnvelopeRequest(Message):
     MAX_VERSION = 0
     FLEXIBLE_FROM = 0
 
+    def __eq__(self, other: object) -> bool:
+        if type(other) is not type(self):
+            return NotImplemented
+        return self.request_data == other.request_data and self.request_principal == other.request_principal and self.client_host_address == other.client_host_address and (self._unknown_tagged_fields or None) == (other._unknown_tagged_fields or None)  # type: ignore[attr-defined]
+
+    __hash__ = None  # type: ignore[assignment]
+
     def __init__(
         self,
         *,
@@ -59,6 +66,13 @@ class EnvelopeResponse(Message):
     MIN_VERSION = 0
     MAX_VERSION = 0
     FLEXIBLE_FROM = 0
+
+    def __eq__(self, other: object) -> bool:
+        if type(other) is not type(self):
+            return NotImplemented
+        return self.response_data == other.response_data and self.error_code == other.error_code and (self._unknown_tagged_fields or None) == (other._unknown_tagged_fields or None)  # type: ignore[attr-defined]
+
+    __hash__ = None  # type: ignore[assignment]
 
     def __init__(
         self,

@@ -58,6 +58,13 @@ class FetchRequest(Message):
         __slots__ = ('replica_id', 'replica_epoch', '_unknown_tagged_fields')
         _FIELD_NAMES = ('replica_id', 'replica_epoch')
 
+        def __eq__(self, other: object) -> bool:
+            if type(other) is not type(self):
+                return NotImplemented
+            return self.replica_id == other.replica_id and self.replica_epoch == other.replica_epoch and (self._unknown_tagged_fields or None) == (other._unknown_tagged_fields or None)  # type: ignore[attr-defined]
+
+        __hash__ = None  # type: ignore[assignment]
+
         def __init__(
             self,
             *,
@@ -76,6 +83,13 @@ class FetchRequest(Message):
         class FetchPartition(Struct):
             __slots__ = ('partition', 'current_leader_epoch', 'fetch_offset', 'last_fetched_epoch', 'log_start_offset', 'partition_max_bytes', 'replica_directory_id', '_unknown_tagged_fields')
             _FIELD_NAMES = ('partition', 'current_leader_epoch', 'fetch_offset', 'last_fetched_epoch', 'log_start_offset', 'partition_max_bytes', 'replica_directory_id')
+
+            def __eq__(self, other: object) -> bool:
+                if type(other) is not type(self):
+                    return NotImplemented
+                return self.partition == other.partition and self.current_leader_epoch == other.current_leader_epoch and self.fetch_offset == other.fetch_offset and self.last_fetched_epoch == other.last_fetched_epoch and self.log_start_offset == other.log_start_offset and self.partition_max_bytes == other.partition_max_bytes and self.replica_directory_id == other.replica_directory_id and (self._unknown_tagged_fields or None) == (other._unknown_tagged_fields or None)  # type: ignore[attr-defined]
+
+            __hash__ = None  # type: ignore[assignment]
 
             def __init__(
                 self,
@@ -98,6 +112,13 @@ class FetchRequest(Message):
                 self.replica_directory_id = replica_directory_id
                 self._unknown_tagged_fields = _unknown_tagged_fields
 
+        def __eq__(self, other: object) -> bool:
+            if type(other) is not type(self):
+                return NotImplemented
+            return self.topic == other.topic and self.topic_id == other.topic_id and self.partitions == other.partitions and (self._unknown_tagged_fields or None) == (other._unknown_tagged_fields or None)  # type: ignore[attr-defined]
+
+        __hash__ = None  # type: ignore[assignment]
+
         def __init__(
             self,
             *,
@@ -115,6 +136,13 @@ class FetchRequest(Message):
         __slots__ = ('topic', 'topic_id', 'partitions', '_unknown_tagged_fields')
         _FIELD_NAMES = ('topic', 'topic_id', 'partitions')
 
+        def __eq__(self, other: object) -> bool:
+            if type(other) is not type(self):
+                return NotImplemented
+            return self.topic == other.topic and self.topic_id == other.topic_id and self.partitions == other.partitions and (self._unknown_tagged_fields or None) == (other._unknown_tagged_fields or None)  # type: ignore[attr-defined]
+
+        __hash__ = None  # type: ignore[assignment]
+
         def __init__(
             self,
             *,
@@ -127,6 +155,13 @@ class FetchRequest(Message):
             self.topic_id = topic_id
             self.partitions = [] if partitions is DEFAULT else partitions
             self._unknown_tagged_fields = _unknown_tagged_fields
+
+    def __eq__(self, other: object) -> bool:
+        if type(other) is not type(self):
+            return NotImplemented
+        return self.cluster_id == other.cluster_id and self.replica_id == other.replica_id and self.replica_state == other.replica_state and self.max_wait_ms == other.max_wait_ms and self.min_bytes == other.min_bytes and self.max_bytes == other.max_bytes and self.isolation_level == other.isolation_level and self.session_id == other.session_id and self.session_epoch == other.session_epoch and self.topics == other.topics and self.forgotten_topics_data == other.forgotten_topics_data and self.rack_id == other.rack_id and (self._unknown_tagged_fields or None) == (other._unknown_tagged_fields or None)  # type: ignore[attr-defined]
+
+    __hash__ = None  # type: ignore[assignment]
 
     def __init__(
         self,
@@ -182,6 +217,13 @@ class FetchResponse(Message):
                 __slots__ = ('epoch', 'end_offset', '_unknown_tagged_fields')
                 _FIELD_NAMES = ('epoch', 'end_offset')
 
+                def __eq__(self, other: object) -> bool:
+                    if type(other) is not type(self):
+                        return NotImplemented
+                    return self.epoch == other.epoch and self.end_offset == other.end_offset and (self._unknown_tagged_fields or None) == (other._unknown_tagged_fields or None)  # type: ignore[attr-defined]
+
+                __hash__ = None  # type: ignore[assignment]
+
                 def __init__(
                     self,
                     *,
@@ -196,6 +238,13 @@ class FetchResponse(Message):
             class LeaderIdAndEpoch(Struct):
                 __slots__ = ('leader_id', 'leader_epoch', '_unknown_tagged_fields')
                 _FIELD_NAMES = ('leader_id', 'leader_epoch')
+
+                def __eq__(self, other: object) -> bool:
+                    if type(other) is not type(self):
+                        return NotImplemented
+                    return self.leader_id == other.leader_id and self.leader_epoch == other.leader_epoch and (self._unknown_tagged_fields or None) == (other._unknown_tagged_fields or None)  # type: ignore[attr-defined]
+
+                __hash__ = None  # type: ignore[assignment]
 
                 def __init__(
                     self,
@@ -212,6 +261,13 @@ class FetchResponse(Message):
                 __slots__ = ('end_offset', 'epoch', '_unknown_tagged_fields')
                 _FIELD_NAMES = ('end_offset', 'epoch')
 
+                def __eq__(self, other: object) -> bool:
+                    if type(other) is not type(self):
+                        return NotImplemented
+                    return self.end_offset == other.end_offset and self.epoch == other.epoch and (self._unknown_tagged_fields or None) == (other._unknown_tagged_fields or None)  # type: ignore[attr-defined]
+
+                __hash__ = None  # type: ignore[assignment]
+
                 def __init__(
                     self,
                     *,
@@ -227,6 +283,13 @@ class FetchResponse(Message):
                 __slots__ = ('producer_id', 'first_offset', '_unknown_tagged_fields')
                 _FIELD_NAMES = ('producer_id', 'first_offset')
 
+                def __eq__(self, other: object) -> bool:
+                    if type(other) is not type(self):
+                        return NotImplemented
+                    return self.producer_id == other.producer_id and self.first_offset == other.first_offset and (self._unknown_tagged_fields or None) == (other._unknown_tagged_fields or None)  # type: ignore[attr-defined]
+
+                __hash__ = None  # type: ignore[assignment]
+
                 def __init__(
                     self,
                     *,
@@ -237,6 +300,13 @@ class FetchResponse(Message):
                     self.producer_id = producer_id
                     self.first_offset = first_offset
                     self._unknown_tagged_fields = _unknown_tagged_fields
+
+            def __eq__(self, other: object) -> bool:
+                if type(other) is not type(self):
+                    return NotImplemented
+                return self.partition_index == other.partition_index and self.error_code == other.error_code and self.high_watermark == other.high_watermark and self.last_stable_offset == other.last_stable_offset and self.log_start_offset == other.log_start_offset and self.diverging_epoch == other.diverging_epoch and self.current_leader == other.current_leader and self.snapshot_id == other.snapshot_id and self.aborted_transactions == other.aborted_transactions and self.preferred_read_replica == other.preferred_read_replica and self.records == other.records and (self._unknown_tagged_fields or None) == (other._unknown_tagged_fields or None)  # type: ignore[attr-defined]
+
+            __hash__ = None  # type: ignore[assignment]
 
             def __init__(
                 self,
@@ -267,6 +337,13 @@ class FetchResponse(Message):
                 self.records = records
                 self._unknown_tagged_fields = _unknown_tagged_fields
 
+        def __eq__(self, other: object) -> bool:
+            if type(other) is not type(self):
+                return NotImplemented
+            return self.topic == other.topic and self.topic_id == other.topic_id and self.partitions == other.partitions and (self._unknown_tagged_fields or None) == (other._unknown_tagged_fields or None)  # type: ignore[attr-defined]
+
+        __hash__ = None  # type: ignore[assignment]
+
         def __init__(
             self,
             *,
@@ -284,6 +361,13 @@ class FetchResponse(Message):
         __slots__ = ('node_id', 'host', 'port', 'rack', '_unknown_tagged_fields')
         _FIELD_NAMES = ('node_id', 'host', 'port', 'rack')
 
+        def __eq__(self, other: object) -> bool:
+            if type(other) is not type(self):
+                return NotImplemented
+            return self.node_id == other.node_id and self.host == other.host and self.port == other.port and self.rack == other.rack and (self._unknown_tagged_fields or None) == (other._unknown_tagged_fields or None)  # type: ignore[attr-defined]
+
+        __hash__ = None  # type: ignore[assignment]
+
         def __init__(
             self,
             *,
@@ -298,6 +382,13 @@ class FetchResponse(Message):
             self.port = port
             self.rack = rack
             self._unknown_tagged_fields = _unknown_tagged_fields
+
+    def __eq__(self, other: object) -> bool:
+        if type(other) is not type(self):
+            return NotImplemented
+        return self.throttle_time_ms == other.throttle_time_ms and self.error_code == other.error_code and self.session_id == other.session_id and self.responses == other.responses and self.node_endpoints == other.node_endpoints and (self._unknown_tagged_fields or None) == (other._unknown_tagged_fields or None)  # type: ignore[attr-defined]
+
+    __hash__ = None  # type: ignore[assignment]
 
     def __init__(
         self,

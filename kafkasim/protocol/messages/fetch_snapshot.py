@@ -54,6 +54,13 @@ class FetchSnapshotRequest(Message):
                 __slots__ = ('end_offset', 'epoch', '_unknown_tagged_fields')
                 _FIELD_NAMES = ('end_offset', 'epoch')
 
+                def __eq__(self, other: object) -> bool:
+                    if type(other) is not type(self):
+                        return NotImplemented
+                    return self.end_offset == other.end_offset and self.epoch == other.epoch and (self._unknown_tagged_fields or None) == (other._unknown_tagged_fields or None)  # type: ignore[attr-defined]
+
+                __hash__ = None  # type: ignore[assignment]
+
                 def __init__(
                     self,
                     *,
@@ -64,6 +71,13 @@ class FetchSnapshotRequest(Message):
                     self.end_offset = end_offset
                     self.epoch = epoch
                     self._unknown_tagged_fields = _unknown_tagged_fields
+
+            def __eq__(self, other: object) -> bool:
+                if type(other) is not type(self):
+                    return NotImplemented
+                return self.partition == other.partition and self.current_leader_epoch == other.current_leader_epoch and self.snapshot_id == other.snapshot_id and self.position == other.position and self.replica_directory_id == other.replica_directory_id and (self._unknown_tagged_fields or None) == (other._unknown_tagged_fields or None)  # type: ignore[attr-defined]
+
+            __hash__ = None  # type: ignore[assignment]
 
             def __init__(
                 self,
@@ -82,6 +96,13 @@ class FetchSnapshotRequest(Message):
                 self.replica_directory_id = replica_directory_id
                 self._unknown_tagged_fields = _unknown_tagged_fields
 
+        def __eq__(self, other: object) -> bool:
+            if type(other) is not type(self):
+                return NotImplemented
+            return self.name == other.name and self.partitions == other.partitions and (self._unknown_tagged_fields or None) == (other._unknown_tagged_fields or None)  # type: ignore[attr-defined]
+
+        __hash__ = None  # type: ignore[assignment]
+
         def __init__(
             self,
             *,
@@ -92,6 +113,13 @@ class FetchSnapshotRequest(Message):
             self.name = name
             self.partitions = [] if partitions is DEFAULT else partitions
             self._unknown_tagged_fields = _unknown_tagged_fields
+
+    def __eq__(self, other: object) -> bool:
+        if type(other) is not type(self):
+            return NotImplemented
+        return self.cluster_id == other.cluster_id and self.replica_id == other.replica_id and self.max_bytes == other.max_bytes and self.topics == other.topics and (self._unknown_tagged_fields or None) == (other._unknown_tagged_fields or None)  # type: ignore[attr-defined]
+
+    __hash__ = None  # type: ignore[assignment]
 
     def __init__(
         self,
@@ -131,6 +159,13 @@ class FetchSnapshotResponse(Message):
                 __slots__ = ('end_offset', 'epoch', '_unknown_tagged_fields')
                 _FIELD_NAMES = ('end_offset', 'epoch')
 
+                def __eq__(self, other: object) -> bool:
+                    if type(other) is not type(self):
+                        return NotImplemented
+                    return self.end_offset == other.end_offset and self.epoch == other.epoch and (self._unknown_tagged_fields or None) == (other._unknown_tagged_fields or None)  # type: ignore[attr-defined]
+
+                __hash__ = None  # type: ignore[assignment]
+
                 def __init__(
                     self,
                     *,
@@ -146,6 +181,13 @@ class FetchSnapshotResponse(Message):
                 __slots__ = ('leader_id', 'leader_epoch', '_unknown_tagged_fields')
                 _FIELD_NAMES = ('leader_id', 'leader_epoch')
 
+                def __eq__(self, other: object) -> bool:
+                    if type(other) is not type(self):
+                        return NotImplemented
+                    return self.leader_id == other.leader_id and self.leader_epoch == other.leader_epoch and (self._unknown_tagged_fields or None) == (other._unknown_tagged_fields or None)  # type: ignore[attr-defined]
+
+                __hash__ = None  # type: ignore[assignment]
+
                 def __init__(
                     self,
                     *,
@@ -156,6 +198,13 @@ class FetchSnapshotResponse(Message):
                     self.leader_id = leader_id
                     self.leader_epoch = leader_epoch
                     self._unknown_tagged_fields = _unknown_tagged_fields
+
+            def __eq__(self, other: object) -> bool:
+                if type(other) is not type(self):
+                    return NotImplemented
+                return self.index == other.index and self.error_code == other.error_code and self.snapshot_id == other.snapshot_id and self.current_leader == other.current_leader and self.size == other.size and self.position == other.position and self.unaligned_records == other.unaligned_records and (self._unknown_tagged_fields or None) == (other._unknown_tagged_fields or None)  # type: ignore[attr-defined]
+
+            __hash__ = None  # type: ignore[assignment]
 
             def __init__(
                 self,
@@ -178,6 +227,13 @@ class FetchSnapshotResponse(Message):
                 self.unaligned_records = unaligned_records
                 self._unknown_tagged_fields = _unknown_tagged_fields
 
+        def __eq__(self, other: object) -> bool:
+            if type(other) is not type(self):
+                return NotImplemented
+            return self.name == other.name and self.partitions == other.partitions and (self._unknown_tagged_fields or None) == (other._unknown_tagged_fields or None)  # type: ignore[attr-defined]
+
+        __hash__ = None  # type: ignore[assignment]
+
         def __init__(
             self,
             *,
@@ -193,6 +249,13 @@ class FetchSnapshotResponse(Message):
         __slots__ = ('node_id', 'host', 'port', '_unknown_tagged_fields')
         _FIELD_NAMES = ('node_id', 'host', 'port')
 
+        def __eq__(self, other: object) -> bool:
+            if type(other) is not type(self):
+                return NotImplemented
+            return self.node_id == other.node_id and self.host == other.host and self.port == other.port and (self._unknown_tagged_fields or None) == (other._unknown_tagged_fields or None)  # type: ignore[attr-defined]
+
+        __hash__ = None  # type: ignore[assignment]
+
         def __init__(
             self,
             *,
@@ -205,6 +268,13 @@ class FetchSnapshotResponse(Message):
             self.host = host
             self.port = port
             self._unknown_tagged_fields = _unknown_tagged_fields
+
+    def __eq__(self, other: object) -> bool:
+        if type(other) is not type(self):
+            return NotImplemented
+        return self.throttle_time_ms == other.throttle_time_ms and self.error_code == other.error_code and self.topics == other.topics and self.node_endpoints == other.node_endpoints and (self._unknown_tagged_fields or None) == (other._unknown_tagged_fields or None)  # type: ignore[attr-defined]
+
+    __hash__ = None  # type: ignore[assignment]
 
     def __init__(
         self,

@@ -39,6 +39,13 @@ class FindCoordinatorRequest(Message):
     MAX_VERSION = 6
     FLEXIBLE_FROM = 3
 
+    def __eq__(self, other: object) -> bool:
+        if type(other) is not type(self):
+            return NotImplemented
+        return self.key == other.key and self.key_type == other.key_type and self.coordinator_keys == other.coordinator_keys and (self._unknown_tagged_fields or None) == (other._unknown_tagged_fields or None)  # type: ignore[attr-defined]
+
+    __hash__ = None  # type: ignore[assignment]
+
     def __init__(
         self,
         *,
@@ -67,6 +74,13 @@ class FindCoordinatorResponse(Message):
         __slots__ = ('key', 'node_id', 'host', 'port', 'error_code', 'error_message', '_unknown_tagged_fields')
         _FIELD_NAMES = ('key', 'node_id', 'host', 'port', 'error_code', 'error_message')
 
+        def __eq__(self, other: object) -> bool:
+            if type(other) is not type(self):
+                return NotImplemented
+            return self.key == other.key and self.node_id == other.node_id and self.host == other.host and self.port == other.port and self.error_code == other.error_code and self.error_message == other.error_message and (self._unknown_tagged_fields or None) == (other._unknown_tagged_fields or None)  # type: ignore[attr-defined]
+
+        __hash__ = None  # type: ignore[assignment]
+
         def __init__(
             self,
             *,
@@ -85,6 +99,13 @@ class FindCoordinatorResponse(Message):
             self.error_code = error_code
             self.error_message = error_message
             self._unknown_tagged_fields = _unknown_tagged_fields
+
+    def __eq__(self, other: object) -> bool:
+        if type(other) is not type(self):
+            return NotImplemented
+        return self.throttle_time_ms == other.throttle_time_ms and self.error_code == other.error_code and self.error_message == other.error_message and self.node_id == other.node_id and self.host == other.host and self.port == other.port and self.coordinators == other.coordinators and (self._unknown_tagged_fields or None) == (other._unknown_tagged_fields or None)  # type: ignore[attr-defined]
+
+    __hash__ = None  # type: ignore[assignment]
 
     def __init__(
         self,

@@ -40,6 +40,13 @@ class GetTelemetrySubscriptionsRequest(Message):
     MAX_VERSION = 0
     FLEXIBLE_FROM = 0
 
+    def __eq__(self, other: object) -> bool:
+        if type(other) is not type(self):
+            return NotImplemented
+        return self.client_instance_id == other.client_instance_id and (self._unknown_tagged_fields or None) == (other._unknown_tagged_fields or None)  # type: ignore[attr-defined]
+
+    __hash__ = None  # type: ignore[assignment]
+
     def __init__(
         self,
         *,
@@ -59,6 +66,13 @@ class GetTelemetrySubscriptionsResponse(Message):
     MIN_VERSION = 0
     MAX_VERSION = 0
     FLEXIBLE_FROM = 0
+
+    def __eq__(self, other: object) -> bool:
+        if type(other) is not type(self):
+            return NotImplemented
+        return self.throttle_time_ms == other.throttle_time_ms and self.error_code == other.error_code and self.client_instance_id == other.client_instance_id and self.subscription_id == other.subscription_id and self.accepted_compression_types == other.accepted_compression_types and self.push_interval_ms == other.push_interval_ms and self.telemetry_max_bytes == other.telemetry_max_bytes and self.delta_temporality == other.delta_temporality and self.requested_metrics == other.requested_metrics and (self._unknown_tagged_fields or None) == (other._unknown_tagged_fields or None)  # type: ignore[attr-defined]
+
+    __hash__ = None  # type: ignore[assignment]
 
     def __init__(
         self,

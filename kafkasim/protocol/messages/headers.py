@@ -37,6 +37,13 @@ class RequestHeader(Message):
     MAX_VERSION = 2
     FLEXIBLE_FROM = 2
 
+    def __eq__(self, other: object) -> bool:
+        if type(other) is not type(self):
+            return NotImplemented
+        return self.request_api_key == other.request_api_key and self.request_api_version == other.request_api_version and self.correlation_id == other.correlation_id and self.client_id == other.client_id and (self._unknown_tagged_fields or None) == (other._unknown_tagged_fields or None)  # type: ignore[attr-defined]
+
+    __hash__ = None  # type: ignore[assignment]
+
     def __init__(
         self,
         *,
@@ -62,6 +69,13 @@ class ResponseHeader(Message):
     MIN_VERSION = 0
     MAX_VERSION = 1
     FLEXIBLE_FROM = 1
+
+    def __eq__(self, other: object) -> bool:
+        if type(other) is not type(self):
+            return NotImplemented
+        return self.correlation_id == other.correlation_id and (self._unknown_tagged_fields or None) == (other._unknown_tagged_fields or None)  # type: ignore[attr-defined]
+
+    __hash__ = None  # type: ignore[assignment]
 
     def __init__(
         self,

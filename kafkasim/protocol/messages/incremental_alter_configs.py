@@ -47,6 +47,13 @@ class IncrementalAlterConfigsRequest(Message):
             __slots__ = ('name', 'config_operation', 'value', '_unknown_tagged_fields')
             _FIELD_NAMES = ('name', 'config_operation', 'value')
 
+            def __eq__(self, other: object) -> bool:
+                if type(other) is not type(self):
+                    return NotImplemented
+                return self.name == other.name and self.config_operation == other.config_operation and self.value == other.value and (self._unknown_tagged_fields or None) == (other._unknown_tagged_fields or None)  # type: ignore[attr-defined]
+
+            __hash__ = None  # type: ignore[assignment]
+
             def __init__(
                 self,
                 *,
@@ -60,6 +67,13 @@ class IncrementalAlterConfigsRequest(Message):
                 self.value = value
                 self._unknown_tagged_fields = _unknown_tagged_fields
 
+        def __eq__(self, other: object) -> bool:
+            if type(other) is not type(self):
+                return NotImplemented
+            return self.resource_type == other.resource_type and self.resource_name == other.resource_name and self.configs == other.configs and (self._unknown_tagged_fields or None) == (other._unknown_tagged_fields or None)  # type: ignore[attr-defined]
+
+        __hash__ = None  # type: ignore[assignment]
+
         def __init__(
             self,
             *,
@@ -72,6 +86,13 @@ class IncrementalAlterConfigsRequest(Message):
             self.resource_name = resource_name
             self.configs = [] if configs is DEFAULT else configs
             self._unknown_tagged_fields = _unknown_tagged_fields
+
+    def __eq__(self, other: object) -> bool:
+        if type(other) is not type(self):
+            return NotImplemented
+        return self.resources == other.resources and self.validate_only == other.validate_only and (self._unknown_tagged_fields or None) == (other._unknown_tagged_fields or None)  # type: ignore[attr-defined]
+
+    __hash__ = None  # type: ignore[assignment]
 
     def __init__(
         self,
@@ -99,6 +120,13 @@ class IncrementalAlterConfigsResponse(Message):
         __slots__ = ('error_code', 'error_message', 'resource_type', 'resource_name', '_unknown_tagged_fields')
         _FIELD_NAMES = ('error_code', 'error_message', 'resource_type', 'resource_name')
 
+        def __eq__(self, other: object) -> bool:
+            if type(other) is not type(self):
+                return NotImplemented
+            return self.error_code == other.error_code and self.error_message == other.error_message and self.resource_type == other.resource_type and self.resource_name == other.resource_name and (self._unknown_tagged_fields or None) == (other._unknown_tagged_fields or None)  # type: ignore[attr-defined]
+
+        __hash__ = None  # type: ignore[assignment]
+
         def __init__(
             self,
             *,
@@ -113,6 +141,13 @@ class IncrementalAlterConfigsResponse(Message):
             self.resource_type = resource_type
             self.resource_name = resource_name
             self._unknown_tagged_fields = _unknown_tagged_fields
+
+    def __eq__(self, other: object) -> bool:
+        if type(other) is not type(self):
+            return NotImplemented
+        return self.throttle_time_ms == other.throttle_time_ms and self.responses == other.responses and (self._unknown_tagged_fields or None) == (other._unknown_tagged_fields or None)  # type: ignore[attr-defined]
+
+    __hash__ = None  # type: ignore[assignment]
 
     def __init__(
         self,

@@ -38,6 +38,13 @@ class InitProducerIdRequest(Message):
     MAX_VERSION = 5
     FLEXIBLE_FROM = 2
 
+    def __eq__(self, other: object) -> bool:
+        if type(other) is not type(self):
+            return NotImplemented
+        return self.transactional_id == other.transactional_id and self.transaction_timeout_ms == other.transaction_timeout_ms and self.producer_id == other.producer_id and self.producer_epoch == other.producer_epoch and (self._unknown_tagged_fields or None) == (other._unknown_tagged_fields or None)  # type: ignore[attr-defined]
+
+    __hash__ = None  # type: ignore[assignment]
+
     def __init__(
         self,
         *,
@@ -63,6 +70,13 @@ class InitProducerIdResponse(Message):
     MIN_VERSION = 0
     MAX_VERSION = 5
     FLEXIBLE_FROM = 2
+
+    def __eq__(self, other: object) -> bool:
+        if type(other) is not type(self):
+            return NotImplemented
+        return self.throttle_time_ms == other.throttle_time_ms and self.error_code == other.error_code and self.producer_id == other.producer_id and self.producer_epoch == other.producer_epoch and (self._unknown_tagged_fields or None) == (other._unknown_tagged_fields or None)  # type: ignore[attr-defined]
+
+    __hash__ = None  # type: ignore[assignment]
 
     def __init__(
         self,

@@ -44,6 +44,13 @@ class JoinGroupRequest(Message):
         __slots__ = ('name', 'metadata', '_unknown_tagged_fields')
         _FIELD_NAMES = ('name', 'metadata')
 
+        def __eq__(self, other: object) -> bool:
+            if type(other) is not type(self):
+                return NotImplemented
+            return self.name == other.name and self.metadata == other.metadata and (self._unknown_tagged_fields or None) == (other._unknown_tagged_fields or None)  # type: ignore[attr-defined]
+
+        __hash__ = None  # type: ignore[assignment]
+
         def __init__(
             self,
             *,
@@ -54,6 +61,13 @@ class JoinGroupRequest(Message):
             self.name = name
             self.metadata = metadata
             self._unknown_tagged_fields = _unknown_tagged_fields
+
+    def __eq__(self, other: object) -> bool:
+        if type(other) is not type(self):
+            return NotImplemented
+        return self.group_id == other.group_id and self.session_timeout_ms == other.session_timeout_ms and self.rebalance_timeout_ms == other.rebalance_timeout_ms and self.member_id == other.member_id and self.group_instance_id == other.group_instance_id and self.protocol_type == other.protocol_type and self.protocols == other.protocols and self.reason == other.reason and (self._unknown_tagged_fields or None) == (other._unknown_tagged_fields or None)  # type: ignore[attr-defined]
+
+    __hash__ = None  # type: ignore[assignment]
 
     def __init__(
         self,
@@ -93,6 +107,13 @@ class JoinGroupResponse(Message):
         __slots__ = ('member_id', 'group_instance_id', 'metadata', '_unknown_tagged_fields')
         _FIELD_NAMES = ('member_id', 'group_instance_id', 'metadata')
 
+        def __eq__(self, other: object) -> bool:
+            if type(other) is not type(self):
+                return NotImplemented
+            return self.member_id == other.member_id and self.group_instance_id == other.group_instance_id and self.metadata == other.metadata and (self._unknown_tagged_fields or None) == (other._unknown_tagged_fields or None)  # type: ignore[attr-defined]
+
+        __hash__ = None  # type: ignore[assignment]
+
         def __init__(
             self,
             *,
@@ -105,6 +126,13 @@ class JoinGroupResponse(Message):
             self.group_instance_id = group_instance_id
             self.metadata = metadata
             self._unknown_tagged_fields = _unknown_tagged_fields
+
+    def __eq__(self, other: object) -> bool:
+        if type(other) is not type(self):
+            return NotImplemented
+        return self.throttle_time_ms == other.throttle_time_ms and self.error_code == other.error_code and self.generation_id == other.generation_id and self.protocol_type == other.protocol_type and self.protocol_name == other.protocol_name and self.leader == other.leader and self.skip_assignment == other.skip_assignment and self.member_id == other.member_id and self.members == other.members and (self._unknown_tagged_fields or None) == (other._unknown_tagged_fields or None)  # type: ignore[attr-defined]
+
+    __hash__ = None  # type: ignore[assignment]
 
     def __init__(
         self,

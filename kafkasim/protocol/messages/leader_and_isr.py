@@ -50,6 +50,13 @@ class LeaderAndIsrRequest(Message):
         __slots__ = ('topic_name', 'partition_index', 'controller_epoch', 'leader', 'leader_epoch', 'isr', 'partition_epoch', 'replicas', 'adding_replicas', 'removing_replicas', 'is_new', 'leader_recovery_state', '_unknown_tagged_fields')
         _FIELD_NAMES = ('topic_name', 'partition_index', 'controller_epoch', 'leader', 'leader_epoch', 'isr', 'partition_epoch', 'replicas', 'adding_replicas', 'removing_replicas', 'is_new', 'leader_recovery_state')
 
+        def __eq__(self, other: object) -> bool:
+            if type(other) is not type(self):
+                return NotImplemented
+            return self.topic_name == other.topic_name and self.partition_index == other.partition_index and self.controller_epoch == other.controller_epoch and self.leader == other.leader and self.leader_epoch == other.leader_epoch and self.isr == other.isr and self.partition_epoch == other.partition_epoch and self.replicas == other.replicas and self.adding_replicas == other.adding_replicas and self.removing_replicas == other.removing_replicas and self.is_new == other.is_new and self.leader_recovery_state == other.leader_recovery_state and (self._unknown_tagged_fields or None) == (other._unknown_tagged_fields or None)  # type: ignore[attr-defined]
+
+        __hash__ = None  # type: ignore[assignment]
+
         def __init__(
             self,
             *,
@@ -85,6 +92,13 @@ class LeaderAndIsrRequest(Message):
         __slots__ = ('topic_name', 'topic_id', 'partition_states', '_unknown_tagged_fields')
         _FIELD_NAMES = ('topic_name', 'topic_id', 'partition_states')
 
+        def __eq__(self, other: object) -> bool:
+            if type(other) is not type(self):
+                return NotImplemented
+            return self.topic_name == other.topic_name and self.topic_id == other.topic_id and self.partition_states == other.partition_states and (self._unknown_tagged_fields or None) == (other._unknown_tagged_fields or None)  # type: ignore[attr-defined]
+
+        __hash__ = None  # type: ignore[assignment]
+
         def __init__(
             self,
             *,
@@ -102,6 +116,13 @@ class LeaderAndIsrRequest(Message):
         __slots__ = ('broker_id', 'host_name', 'port', '_unknown_tagged_fields')
         _FIELD_NAMES = ('broker_id', 'host_name', 'port')
 
+        def __eq__(self, other: object) -> bool:
+            if type(other) is not type(self):
+                return NotImplemented
+            return self.broker_id == other.broker_id and self.host_name == other.host_name and self.port == other.port and (self._unknown_tagged_fields or None) == (other._unknown_tagged_fields or None)  # type: ignore[attr-defined]
+
+        __hash__ = None  # type: ignore[assignment]
+
         def __init__(
             self,
             *,
@@ -114,6 +135,13 @@ class LeaderAndIsrRequest(Message):
             self.host_name = host_name
             self.port = port
             self._unknown_tagged_fields = _unknown_tagged_fields
+
+    def __eq__(self, other: object) -> bool:
+        if type(other) is not type(self):
+            return NotImplemented
+        return self.controller_id == other.controller_id and self.is_k_raft_controller == other.is_k_raft_controller and self.controller_epoch == other.controller_epoch and self.broker_epoch == other.broker_epoch and self.type == other.type and self.ungrouped_partition_states == other.ungrouped_partition_states and self.topic_states == other.topic_states and self.live_leaders == other.live_leaders and (self._unknown_tagged_fields or None) == (other._unknown_tagged_fields or None)  # type: ignore[attr-defined]
+
+    __hash__ = None  # type: ignore[assignment]
 
     def __init__(
         self,
@@ -153,6 +181,13 @@ class LeaderAndIsrResponse(Message):
         __slots__ = ('topic_name', 'partition_index', 'error_code', '_unknown_tagged_fields')
         _FIELD_NAMES = ('topic_name', 'partition_index', 'error_code')
 
+        def __eq__(self, other: object) -> bool:
+            if type(other) is not type(self):
+                return NotImplemented
+            return self.topic_name == other.topic_name and self.partition_index == other.partition_index and self.error_code == other.error_code and (self._unknown_tagged_fields or None) == (other._unknown_tagged_fields or None)  # type: ignore[attr-defined]
+
+        __hash__ = None  # type: ignore[assignment]
+
         def __init__(
             self,
             *,
@@ -170,6 +205,13 @@ class LeaderAndIsrResponse(Message):
         __slots__ = ('topic_id', 'partition_errors', '_unknown_tagged_fields')
         _FIELD_NAMES = ('topic_id', 'partition_errors')
 
+        def __eq__(self, other: object) -> bool:
+            if type(other) is not type(self):
+                return NotImplemented
+            return self.topic_id == other.topic_id and self.partition_errors == other.partition_errors and (self._unknown_tagged_fields or None) == (other._unknown_tagged_fields or None)  # type: ignore[attr-defined]
+
+        __hash__ = None  # type: ignore[assignment]
+
         def __init__(
             self,
             *,
@@ -180,6 +222,13 @@ class LeaderAndIsrResponse(Message):
             self.topic_id = topic_id
             self.partition_errors = [] if partition_errors is DEFAULT else partition_errors
             self._unknown_tagged_fields = _unknown_tagged_fields
+
+    def __eq__(self, other: object) -> bool:
+        if type(other) is not type(self):
+            return NotImplemented
+        return self.error_code == other.error_code and self.partition_errors == other.partition_errors and self.topics == other.topics and (self._unknown_tagged_fields or None) == (other._unknown_tagged_fields or None)  # type: ignore[attr-defined]
+
+    __hash__ = None  # type: ignore[assignment]
 
     def __init__(
         self,

@@ -41,6 +41,13 @@ class LeaveGroupRequest(Message):
         __slots__ = ('member_id', 'group_instance_id', 'reason', '_unknown_tagged_fields')
         _FIELD_NAMES = ('member_id', 'group_instance_id', 'reason')
 
+        def __eq__(self, other: object) -> bool:
+            if type(other) is not type(self):
+                return NotImplemented
+            return self.member_id == other.member_id and self.group_instance_id == other.group_instance_id and self.reason == other.reason and (self._unknown_tagged_fields or None) == (other._unknown_tagged_fields or None)  # type: ignore[attr-defined]
+
+        __hash__ = None  # type: ignore[assignment]
+
         def __init__(
             self,
             *,
@@ -53,6 +60,13 @@ class LeaveGroupRequest(Message):
             self.group_instance_id = group_instance_id
             self.reason = reason
             self._unknown_tagged_fields = _unknown_tagged_fields
+
+    def __eq__(self, other: object) -> bool:
+        if type(other) is not type(self):
+            return NotImplemented
+        return self.group_id == other.group_id and self.member_id == other.member_id and self.members == other.members and (self._unknown_tagged_fields or None) == (other._unknown_tagged_fields or None)  # type: ignore[attr-defined]
+
+    __hash__ = None  # type: ignore[assignment]
 
     def __init__(
         self,
@@ -82,6 +96,13 @@ class LeaveGroupResponse(Message):
         __slots__ = ('member_id', 'group_instance_id', 'error_code', '_unknown_tagged_fields')
         _FIELD_NAMES = ('member_id', 'group_instance_id', 'error_code')
 
+        def __eq__(self, other: object) -> bool:
+            if type(other) is not type(self):
+                return NotImplemented
+            return self.member_id == other.member_id and self.group_instance_id == other.group_instance_id and self.error_code == other.error_code and (self._unknown_tagged_fields or None) == (other._unknown_tagged_fields or None)  # type: ignore[attr-defined]
+
+        __hash__ = None  # type: ignore[assignment]
+
         def __init__(
             self,
             *,
@@ -94,6 +115,13 @@ class LeaveGroupResponse(Message):
             self.group_instance_id = group_instance_id
             self.error_code = error_code
             self._unknown_tagged_fields = _unknown_tagged_fields
+
+    def __eq__(self, other: object) -> bool:
+        if type(other) is not type(self):
+            return NotImplemented
+        return self.throttle_time_ms == other.throttle_time_ms and self.error_code == other.error_code and self.members == other.members and (self._unknown_tagged_fields or None) == (other._unknown_tagged_fields or None)  # type: ignore[attr-defined]
+
+    __hash__ = None  # type: ignore[assignment]
 
     def __init__(
         self,

@@ -37,6 +37,13 @@ class ListGroupsRequest(Message):
     MAX_VERSION = 5
     FLEXIBLE_FROM = 3
 
+    def __eq__(self, other: object) -> bool:
+        if type(other) is not type(self):
+            return NotImplemented
+        return self.states_filter == other.states_filter and self.types_filter == other.types_filter and (self._unknown_tagged_fields or None) == (other._unknown_tagged_fields or None)  # type: ignore[attr-defined]
+
+    __hash__ = None  # type: ignore[assignment]
+
     def __init__(
         self,
         *,
@@ -63,6 +70,13 @@ class ListGroupsResponse(Message):
         __slots__ = ('group_id', 'protocol_type', 'group_state', 'group_type', '_unknown_tagged_fields')
         _FIELD_NAMES = ('group_id', 'protocol_type', 'group_state', 'group_type')
 
+        def __eq__(self, other: object) -> bool:
+            if type(other) is not type(self):
+                return NotImplemented
+            return self.group_id == other.group_id and self.protocol_type == other.protocol_type and self.group_state == other.group_state and self.group_type == other.group_type and (self._unknown_tagged_fields or None) == (other._unknown_tagged_fields or None)  # type: ignore[attr-defined]
+
+        __hash__ = None  # type: ignore[assignment]
+
         def __init__(
             self,
             *,
@@ -77,6 +91,13 @@ class ListGroupsResponse(Message):
             self.group_state = group_state
             self.group_type = group_type
             self._unknown_tagged_fields = _unknown_tagged_fields
+
+    def __eq__(self, other: object) -> bool:
+        if type(other) is not type(self):
+            return NotImplemented
+        return self.throttle_time_ms == other.throttle_time_ms and self.error_code == other.error_code and self.groups == other.groups and (self._unknown_tagged_fields or None) == (other._unknown_tagged_fields or None)  # type: ignore[attr-defined]
+
+    __hash__ = None  # type: ignore[assignment]
 
     def __init__(
         self,

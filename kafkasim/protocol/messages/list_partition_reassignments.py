@@ -41,6 +41,13 @@ class ListPartitionReassignmentsRequest(Message):
         __slots__ = ('name', 'partition_indexes', '_unknown_tagged_fields')
         _FIELD_NAMES = ('name', 'partition_indexes')
 
+        def __eq__(self, other: object) -> bool:
+            if type(other) is not type(self):
+                return NotImplemented
+            return self.name == other.name and self.partition_indexes == other.partition_indexes and (self._unknown_tagged_fields or None) == (other._unknown_tagged_fields or None)  # type: ignore[attr-defined]
+
+        __hash__ = None  # type: ignore[assignment]
+
         def __init__(
             self,
             *,
@@ -51,6 +58,13 @@ class ListPartitionReassignmentsRequest(Message):
             self.name = name
             self.partition_indexes = [] if partition_indexes is DEFAULT else partition_indexes
             self._unknown_tagged_fields = _unknown_tagged_fields
+
+    def __eq__(self, other: object) -> bool:
+        if type(other) is not type(self):
+            return NotImplemented
+        return self.timeout_ms == other.timeout_ms and self.topics == other.topics and (self._unknown_tagged_fields or None) == (other._unknown_tagged_fields or None)  # type: ignore[attr-defined]
+
+    __hash__ = None  # type: ignore[assignment]
 
     def __init__(
         self,
@@ -82,6 +96,13 @@ class ListPartitionReassignmentsResponse(Message):
             __slots__ = ('partition_index', 'replicas', 'adding_replicas', 'removing_replicas', '_unknown_tagged_fields')
             _FIELD_NAMES = ('partition_index', 'replicas', 'adding_replicas', 'removing_replicas')
 
+            def __eq__(self, other: object) -> bool:
+                if type(other) is not type(self):
+                    return NotImplemented
+                return self.partition_index == other.partition_index and self.replicas == other.replicas and self.adding_replicas == other.adding_replicas and self.removing_replicas == other.removing_replicas and (self._unknown_tagged_fields or None) == (other._unknown_tagged_fields or None)  # type: ignore[attr-defined]
+
+            __hash__ = None  # type: ignore[assignment]
+
             def __init__(
                 self,
                 *,
@@ -97,6 +118,13 @@ class ListPartitionReassignmentsResponse(Message):
                 self.removing_replicas = [] if removing_replicas is DEFAULT else removing_replicas
                 self._unknown_tagged_fields = _unknown_tagged_fields
 
+        def __eq__(self, other: object) -> bool:
+            if type(other) is not type(self):
+                return NotImplemented
+            return self.name == other.name and self.partitions == other.partitions and (self._unknown_tagged_fields or None) == (other._unknown_tagged_fields or None)  # type: ignore[attr-defined]
+
+        __hash__ = None  # type: ignore[assignment]
+
         def __init__(
             self,
             *,
@@ -107,6 +135,13 @@ class ListPartitionReassignmentsResponse(Message):
             self.name = name
             self.partitions = [] if partitions is DEFAULT else partitions
             self._unknown_tagged_fields = _unknown_tagged_fields
+
+    def __eq__(self, other: object) -> bool:
+        if type(other) is not type(self):
+            return NotImplemented
+        return self.throttle_time_ms == other.throttle_time_ms and self.error_code == other.error_code and self.error_message == other.error_message and self.topics == other.topics and (self._unknown_tagged_fields or None) == (other._unknown_tagged_fields or None)  # type: ignore[attr-defined]
+
+    __hash__ = None  # type: ignore[assignment]
 
     def __init__(
         self,

@@ -37,6 +37,13 @@ class ListTransactionsRequest(Message):
     MAX_VERSION = 1
     FLEXIBLE_FROM = 0
 
+    def __eq__(self, other: object) -> bool:
+        if type(other) is not type(self):
+            return NotImplemented
+        return self.state_filters == other.state_filters and self.producer_id_filters == other.producer_id_filters and self.duration_filter == other.duration_filter and (self._unknown_tagged_fields or None) == (other._unknown_tagged_fields or None)  # type: ignore[attr-defined]
+
+    __hash__ = None  # type: ignore[assignment]
+
     def __init__(
         self,
         *,
@@ -65,6 +72,13 @@ class ListTransactionsResponse(Message):
         __slots__ = ('transactional_id', 'producer_id', 'transaction_state', '_unknown_tagged_fields')
         _FIELD_NAMES = ('transactional_id', 'producer_id', 'transaction_state')
 
+        def __eq__(self, other: object) -> bool:
+            if type(other) is not type(self):
+                return NotImplemented
+            return self.transactional_id == other.transactional_id and self.producer_id == other.producer_id and self.transaction_state == other.transaction_state and (self._unknown_tagged_fields or None) == (other._unknown_tagged_fields or None)  # type: ignore[attr-defined]
+
+        __hash__ = None  # type: ignore[assignment]
+
         def __init__(
             self,
             *,
@@ -77,6 +91,13 @@ class ListTransactionsResponse(Message):
             self.producer_id = producer_id
             self.transaction_state = transaction_state
             self._unknown_tagged_fields = _unknown_tagged_fields
+
+    def __eq__(self, other: object) -> bool:
+        if type(other) is not type(self):
+            return NotImplemented
+        return self.throttle_time_ms == other.throttle_time_ms and self.error_code == other.error_code and self.unknown_state_filters == other.unknown_state_filters and self.transaction_states == other.transaction_states and (self._unknown_tagged_fields or None) == (other._unknown_tagged_fields or None)  # type: ignore[attr-defined]
+
+    __hash__ = None  # type: ignore[assignment]
 
     def __init__(
         self,

@@ -44,6 +44,13 @@ class OffsetFetchRequest(Message):
         __slots__ = ('name', 'partition_indexes', '_unknown_tagged_fields')
         _FIELD_NAMES = ('name', 'partition_indexes')
 
+        def __eq__(self, other: object) -> bool:
+            if type(other) is not type(self):
+                return NotImplemented
+            return self.name == other.name and self.partition_indexes == other.partition_indexes and (self._unknown_tagged_fields or None) == (other._unknown_tagged_fields or None)  # type: ignore[attr-defined]
+
+        __hash__ = None  # type: ignore[assignment]
+
         def __init__(
             self,
             *,
@@ -63,6 +70,13 @@ class OffsetFetchRequest(Message):
             __slots__ = ('name', 'partition_indexes', '_unknown_tagged_fields')
             _FIELD_NAMES = ('name', 'partition_indexes')
 
+            def __eq__(self, other: object) -> bool:
+                if type(other) is not type(self):
+                    return NotImplemented
+                return self.name == other.name and self.partition_indexes == other.partition_indexes and (self._unknown_tagged_fields or None) == (other._unknown_tagged_fields or None)  # type: ignore[attr-defined]
+
+            __hash__ = None  # type: ignore[assignment]
+
             def __init__(
                 self,
                 *,
@@ -73,6 +87,13 @@ class OffsetFetchRequest(Message):
                 self.name = name
                 self.partition_indexes = [] if partition_indexes is DEFAULT else partition_indexes
                 self._unknown_tagged_fields = _unknown_tagged_fields
+
+        def __eq__(self, other: object) -> bool:
+            if type(other) is not type(self):
+                return NotImplemented
+            return self.group_id == other.group_id and self.member_id == other.member_id and self.member_epoch == other.member_epoch and self.topics == other.topics and (self._unknown_tagged_fields or None) == (other._unknown_tagged_fields or None)  # type: ignore[attr-defined]
+
+        __hash__ = None  # type: ignore[assignment]
 
         def __init__(
             self,
@@ -88,6 +109,13 @@ class OffsetFetchRequest(Message):
             self.member_epoch = member_epoch
             self.topics = [] if topics is DEFAULT else topics
             self._unknown_tagged_fields = _unknown_tagged_fields
+
+    def __eq__(self, other: object) -> bool:
+        if type(other) is not type(self):
+            return NotImplemented
+        return self.group_id == other.group_id and self.topics == other.topics and self.groups == other.groups and self.require_stable == other.require_stable and (self._unknown_tagged_fields or None) == (other._unknown_tagged_fields or None)  # type: ignore[attr-defined]
+
+    __hash__ = None  # type: ignore[assignment]
 
     def __init__(
         self,
@@ -123,6 +151,13 @@ class OffsetFetchResponse(Message):
             __slots__ = ('partition_index', 'committed_offset', 'committed_leader_epoch', 'metadata', 'error_code', '_unknown_tagged_fields')
             _FIELD_NAMES = ('partition_index', 'committed_offset', 'committed_leader_epoch', 'metadata', 'error_code')
 
+            def __eq__(self, other: object) -> bool:
+                if type(other) is not type(self):
+                    return NotImplemented
+                return self.partition_index == other.partition_index and self.committed_offset == other.committed_offset and self.committed_leader_epoch == other.committed_leader_epoch and self.metadata == other.metadata and self.error_code == other.error_code and (self._unknown_tagged_fields or None) == (other._unknown_tagged_fields or None)  # type: ignore[attr-defined]
+
+            __hash__ = None  # type: ignore[assignment]
+
             def __init__(
                 self,
                 *,
@@ -139,6 +174,13 @@ class OffsetFetchResponse(Message):
                 self.metadata = metadata
                 self.error_code = error_code
                 self._unknown_tagged_fields = _unknown_tagged_fields
+
+        def __eq__(self, other: object) -> bool:
+            if type(other) is not type(self):
+                return NotImplemented
+            return self.name == other.name and self.partitions == other.partitions and (self._unknown_tagged_fields or None) == (other._unknown_tagged_fields or None)  # type: ignore[attr-defined]
+
+        __hash__ = None  # type: ignore[assignment]
 
         def __init__(
             self,
@@ -163,6 +205,13 @@ class OffsetFetchResponse(Message):
                 __slots__ = ('partition_index', 'committed_offset', 'committed_leader_epoch', 'metadata', 'error_code', '_unknown_tagged_fields')
                 _FIELD_NAMES = ('partition_index', 'committed_offset', 'committed_leader_epoch', 'metadata', 'error_code')
 
+                def __eq__(self, other: object) -> bool:
+                    if type(other) is not type(self):
+                        return NotImplemented
+                    return self.partition_index == other.partition_index and self.committed_offset == other.committed_offset and self.committed_leader_epoch == other.committed_leader_epoch and self.metadata == other.metadata and self.error_code == other.error_code and (self._unknown_tagged_fields or None) == (other._unknown_tagged_fields or None)  # type: ignore[attr-defined]
+
+                __hash__ = None  # type: ignore[assignment]
+
                 def __init__(
                     self,
                     *,
@@ -180,6 +229,13 @@ class OffsetFetchResponse(Message):
                     self.error_code = error_code
                     self._unknown_tagged_fields = _unknown_tagged_fields
 
+            def __eq__(self, other: object) -> bool:
+                if type(other) is not type(self):
+                    return NotImplemented
+                return self.name == other.name and self.partitions == other.partitions and (self._unknown_tagged_fields or None) == (other._unknown_tagged_fields or None)  # type: ignore[attr-defined]
+
+            __hash__ = None  # type: ignore[assignment]
+
             def __init__(
                 self,
                 *,
@@ -190,6 +246,13 @@ class OffsetFetchResponse(Message):
                 self.name = name
                 self.partitions = [] if partitions is DEFAULT else partitions
                 self._unknown_tagged_fields = _unknown_tagged_fields
+
+        def __eq__(self, other: object) -> bool:
+            if type(other) is not type(self):
+                return NotImplemented
+            return self.group_id == other.group_id and self.topics == other.topics and self.error_code == other.error_code and (self._unknown_tagged_fields or None) == (other._unknown_tagged_fields or None)  # type: ignore[attr-defined]
+
+        __hash__ = None  # type: ignore[assignment]
 
         def __init__(
             self,
@@ -203,6 +266,13 @@ class OffsetFetchResponse(Message):
             self.topics = [] if topics is DEFAULT else topics
             self.error_code = error_code
             self._unknown_tagged_fields = _unknown_tagged_fields
+
+    def __eq__(self, other: object) -> bool:
+        if type(other) is not type(self):
+            return NotImplemented
+        return self.throttle_time_ms == other.throttle_time_ms and self.topics == other.topics and self.error_code == other.error_code and self.groups == other.groups and (self._unknown_tagged_fields or None) == (other._unknown_tagged_fields or None)  # type: ignore[attr-defined]
+
+    __hash__ = None  # type: ignore[assignment]
 
     def __init__(
         self,

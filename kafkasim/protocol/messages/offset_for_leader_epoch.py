@@ -48,6 +48,13 @@ class OffsetForLeaderEpochRequest(Message):
             __slots__ = ('partition', 'current_leader_epoch', 'leader_epoch', '_unknown_tagged_fields')
             _FIELD_NAMES = ('partition', 'current_leader_epoch', 'leader_epoch')
 
+            def __eq__(self, other: object) -> bool:
+                if type(other) is not type(self):
+                    return NotImplemented
+                return self.partition == other.partition and self.current_leader_epoch == other.current_leader_epoch and self.leader_epoch == other.leader_epoch and (self._unknown_tagged_fields or None) == (other._unknown_tagged_fields or None)  # type: ignore[attr-defined]
+
+            __hash__ = None  # type: ignore[assignment]
+
             def __init__(
                 self,
                 *,
@@ -61,6 +68,13 @@ class OffsetForLeaderEpochRequest(Message):
                 self.leader_epoch = leader_epoch
                 self._unknown_tagged_fields = _unknown_tagged_fields
 
+        def __eq__(self, other: object) -> bool:
+            if type(other) is not type(self):
+                return NotImplemented
+            return self.topic == other.topic and self.partitions == other.partitions and (self._unknown_tagged_fields or None) == (other._unknown_tagged_fields or None)  # type: ignore[attr-defined]
+
+        __hash__ = None  # type: ignore[assignment]
+
         def __init__(
             self,
             *,
@@ -71,6 +85,13 @@ class OffsetForLeaderEpochRequest(Message):
             self.topic = topic
             self.partitions = [] if partitions is DEFAULT else partitions
             self._unknown_tagged_fields = _unknown_tagged_fields
+
+    def __eq__(self, other: object) -> bool:
+        if type(other) is not type(self):
+            return NotImplemented
+        return self.replica_id == other.replica_id and self.topics == other.topics and (self._unknown_tagged_fields or None) == (other._unknown_tagged_fields or None)  # type: ignore[attr-defined]
+
+    __hash__ = None  # type: ignore[assignment]
 
     def __init__(
         self,
@@ -102,6 +123,13 @@ class OffsetForLeaderEpochResponse(Message):
             __slots__ = ('error_code', 'partition', 'leader_epoch', 'end_offset', '_unknown_tagged_fields')
             _FIELD_NAMES = ('error_code', 'partition', 'leader_epoch', 'end_offset')
 
+            def __eq__(self, other: object) -> bool:
+                if type(other) is not type(self):
+                    return NotImplemented
+                return self.error_code == other.error_code and self.partition == other.partition and self.leader_epoch == other.leader_epoch and self.end_offset == other.end_offset and (self._unknown_tagged_fields or None) == (other._unknown_tagged_fields or None)  # type: ignore[attr-defined]
+
+            __hash__ = None  # type: ignore[assignment]
+
             def __init__(
                 self,
                 *,
@@ -117,6 +145,13 @@ class OffsetForLeaderEpochResponse(Message):
                 self.end_offset = end_offset
                 self._unknown_tagged_fields = _unknown_tagged_fields
 
+        def __eq__(self, other: object) -> bool:
+            if type(other) is not type(self):
+                return NotImplemented
+            return self.topic == other.topic and self.partitions == other.partitions and (self._unknown_tagged_fields or None) == (other._unknown_tagged_fields or None)  # type: ignore[attr-defined]
+
+        __hash__ = None  # type: ignore[assignment]
+
         def __init__(
             self,
             *,
@@ -127,6 +162,13 @@ class OffsetForLeaderEpochResponse(Message):
             self.topic = topic
             self.partitions = [] if partitions is DEFAULT else partitions
             self._unknown_tagged_fields = _unknown_tagged_fields
+
+    def __eq__(self, other: object) -> bool:
+        if type(other) is not type(self):
+            return NotImplemented
+        return self.throttle_time_ms == other.throttle_time_ms and self.topics == other.topics and (self._unknown_tagged_fields or None) == (other._unknown_tagged_fields or None)  # type: ignore[attr-defined]
+
+    __hash__ = None  # type: ignore[assignment]
 
     def __init__(
         self,

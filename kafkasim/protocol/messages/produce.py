@@ -49,6 +49,13 @@ class ProduceRequest(Message):
             __slots__ = ('index', 'records', '_unknown_tagged_fields')
             _FIELD_NAMES = ('index', 'records')
 
+            def __eq__(self, other: object) -> bool:
+                if type(other) is not type(self):
+                    return NotImplemented
+                return self.index == other.index and self.records == other.records and (self._unknown_tagged_fields or None) == (other._unknown_tagged_fields or None)  # type: ignore[attr-defined]
+
+            __hash__ = None  # type: ignore[assignment]
+
             def __init__(
                 self,
                 *,
@@ -60,6 +67,13 @@ class ProduceRequest(Message):
                 self.records = records
                 self._unknown_tagged_fields = _unknown_tagged_fields
 
+        def __eq__(self, other: object) -> bool:
+            if type(other) is not type(self):
+                return NotImplemented
+            return self.name == other.name and self.partition_data == other.partition_data and (self._unknown_tagged_fields or None) == (other._unknown_tagged_fields or None)  # type: ignore[attr-defined]
+
+        __hash__ = None  # type: ignore[assignment]
+
         def __init__(
             self,
             *,
@@ -70,6 +84,13 @@ class ProduceRequest(Message):
             self.name = name
             self.partition_data = [] if partition_data is DEFAULT else partition_data
             self._unknown_tagged_fields = _unknown_tagged_fields
+
+    def __eq__(self, other: object) -> bool:
+        if type(other) is not type(self):
+            return NotImplemented
+        return self.transactional_id == other.transactional_id and self.acks == other.acks and self.timeout_ms == other.timeout_ms and self.topic_data == other.topic_data and (self._unknown_tagged_fields or None) == (other._unknown_tagged_fields or None)  # type: ignore[attr-defined]
+
+    __hash__ = None  # type: ignore[assignment]
 
     def __init__(
         self,
@@ -109,6 +130,13 @@ class ProduceResponse(Message):
                 __slots__ = ('batch_index', 'batch_index_error_message', '_unknown_tagged_fields')
                 _FIELD_NAMES = ('batch_index', 'batch_index_error_message')
 
+                def __eq__(self, other: object) -> bool:
+                    if type(other) is not type(self):
+                        return NotImplemented
+                    return self.batch_index == other.batch_index and self.batch_index_error_message == other.batch_index_error_message and (self._unknown_tagged_fields or None) == (other._unknown_tagged_fields or None)  # type: ignore[attr-defined]
+
+                __hash__ = None  # type: ignore[assignment]
+
                 def __init__(
                     self,
                     *,
@@ -124,6 +152,13 @@ class ProduceResponse(Message):
                 __slots__ = ('leader_id', 'leader_epoch', '_unknown_tagged_fields')
                 _FIELD_NAMES = ('leader_id', 'leader_epoch')
 
+                def __eq__(self, other: object) -> bool:
+                    if type(other) is not type(self):
+                        return NotImplemented
+                    return self.leader_id == other.leader_id and self.leader_epoch == other.leader_epoch and (self._unknown_tagged_fields or None) == (other._unknown_tagged_fields or None)  # type: ignore[attr-defined]
+
+                __hash__ = None  # type: ignore[assignment]
+
                 def __init__(
                     self,
                     *,
@@ -134,6 +169,13 @@ class ProduceResponse(Message):
                     self.leader_id = leader_id
                     self.leader_epoch = leader_epoch
                     self._unknown_tagged_fields = _unknown_tagged_fields
+
+            def __eq__(self, other: object) -> bool:
+                if type(other) is not type(self):
+                    return NotImplemented
+                return self.index == other.index and self.error_code == other.error_code and self.base_offset == other.base_offset and self.log_append_time_ms == other.log_append_time_ms and self.log_start_offset == other.log_start_offset and self.record_errors == other.record_errors and self.error_message == other.error_message and self.current_leader == other.current_leader and (self._unknown_tagged_fields or None) == (other._unknown_tagged_fields or None)  # type: ignore[attr-defined]
+
+            __hash__ = None  # type: ignore[assignment]
 
             def __init__(
                 self,
@@ -158,6 +200,13 @@ class ProduceResponse(Message):
                 self.current_leader = _ProduceResponse_TopicProduceResponse_PartitionProduceResponse_LeaderIdAndEpoch() if current_leader is DEFAULT else current_leader
                 self._unknown_tagged_fields = _unknown_tagged_fields
 
+        def __eq__(self, other: object) -> bool:
+            if type(other) is not type(self):
+                return NotImplemented
+            return self.name == other.name and self.partition_responses == other.partition_responses and (self._unknown_tagged_fields or None) == (other._unknown_tagged_fields or None)  # type: ignore[attr-defined]
+
+        __hash__ = None  # type: ignore[assignment]
+
         def __init__(
             self,
             *,
@@ -173,6 +222,13 @@ class ProduceResponse(Message):
         __slots__ = ('node_id', 'host', 'port', 'rack', '_unknown_tagged_fields')
         _FIELD_NAMES = ('node_id', 'host', 'port', 'rack')
 
+        def __eq__(self, other: object) -> bool:
+            if type(other) is not type(self):
+                return NotImplemented
+            return self.node_id == other.node_id and self.host == other.host and self.port == other.port and self.rack == other.rack and (self._unknown_tagged_fields or None) == (other._unknown_tagged_fields or None)  # type: ignore[attr-defined]
+
+        __hash__ = None  # type: ignore[assignment]
+
         def __init__(
             self,
             *,
@@ -187,6 +243,13 @@ class ProduceResponse(Message):
             self.port = port
             self.rack = rack
             self._unknown_tagged_fields = _unknown_tagged_fields
+
+    def __eq__(self, other: object) -> bool:
+        if type(other) is not type(self):
+            return NotImplemented
+        return self.responses == other.responses and self.throttle_time_ms == other.throttle_time_ms and self.node_endpoints == other.node_endpoints and (self._unknown_tagged_fields or None) == (other._unknown_tagged_fields or None)  # type: ignore[attr-defined]
+
+    __hash__ = None  # type: ignore[assignment]
 
     def __init__(
         self,

@@ -48,6 +48,13 @@ class ReadShareGroupStateRequest(Message):
             __slots__ = ('partition', 'leader_epoch', '_unknown_tagged_fields')
             _FIELD_NAMES = ('partition', 'leader_epoch')
 
+            def __eq__(self, other: object) -> bool:
+                if type(other) is not type(self):
+                    return NotImplemented
+                return self.partition == other.partition and self.leader_epoch == other.leader_epoch and (self._unknown_tagged_fields or None) == (other._unknown_tagged_fields or None)  # type: ignore[attr-defined]
+
+            __hash__ = None  # type: ignore[assignment]
+
             def __init__(
                 self,
                 *,
@@ -59,6 +66,13 @@ class ReadShareGroupStateRequest(Message):
                 self.leader_epoch = leader_epoch
                 self._unknown_tagged_fields = _unknown_tagged_fields
 
+        def __eq__(self, other: object) -> bool:
+            if type(other) is not type(self):
+                return NotImplemented
+            return self.topic_id == other.topic_id and self.partitions == other.partitions and (self._unknown_tagged_fields or None) == (other._unknown_tagged_fields or None)  # type: ignore[attr-defined]
+
+        __hash__ = None  # type: ignore[assignment]
+
         def __init__(
             self,
             *,
@@ -69,6 +83,13 @@ class ReadShareGroupStateRequest(Message):
             self.topic_id = topic_id
             self.partitions = [] if partitions is DEFAULT else partitions
             self._unknown_tagged_fields = _unknown_tagged_fields
+
+    def __eq__(self, other: object) -> bool:
+        if type(other) is not type(self):
+            return NotImplemented
+        return self.group_id == other.group_id and self.topics == other.topics and (self._unknown_tagged_fields or None) == (other._unknown_tagged_fields or None)  # type: ignore[attr-defined]
+
+    __hash__ = None  # type: ignore[assignment]
 
     def __init__(
         self,
@@ -104,6 +125,13 @@ class ReadShareGroupStateResponse(Message):
                 __slots__ = ('first_offset', 'last_offset', 'delivery_state', 'delivery_count', '_unknown_tagged_fields')
                 _FIELD_NAMES = ('first_offset', 'last_offset', 'delivery_state', 'delivery_count')
 
+                def __eq__(self, other: object) -> bool:
+                    if type(other) is not type(self):
+                        return NotImplemented
+                    return self.first_offset == other.first_offset and self.last_offset == other.last_offset and self.delivery_state == other.delivery_state and self.delivery_count == other.delivery_count and (self._unknown_tagged_fields or None) == (other._unknown_tagged_fields or None)  # type: ignore[attr-defined]
+
+                __hash__ = None  # type: ignore[assignment]
+
                 def __init__(
                     self,
                     *,
@@ -118,6 +146,13 @@ class ReadShareGroupStateResponse(Message):
                     self.delivery_state = delivery_state
                     self.delivery_count = delivery_count
                     self._unknown_tagged_fields = _unknown_tagged_fields
+
+            def __eq__(self, other: object) -> bool:
+                if type(other) is not type(self):
+                    return NotImplemented
+                return self.partition == other.partition and self.error_code == other.error_code and self.error_message == other.error_message and self.state_epoch == other.state_epoch and self.start_offset == other.start_offset and self.state_batches == other.state_batches and (self._unknown_tagged_fields or None) == (other._unknown_tagged_fields or None)  # type: ignore[attr-defined]
+
+            __hash__ = None  # type: ignore[assignment]
 
             def __init__(
                 self,
@@ -138,6 +173,13 @@ class ReadShareGroupStateResponse(Message):
                 self.state_batches = [] if state_batches is DEFAULT else state_batches
                 self._unknown_tagged_fields = _unknown_tagged_fields
 
+        def __eq__(self, other: object) -> bool:
+            if type(other) is not type(self):
+                return NotImplemented
+            return self.topic_id == other.topic_id and self.partitions == other.partitions and (self._unknown_tagged_fields or None) == (other._unknown_tagged_fields or None)  # type: ignore[attr-defined]
+
+        __hash__ = None  # type: ignore[assignment]
+
         def __init__(
             self,
             *,
@@ -148,6 +190,13 @@ class ReadShareGroupStateResponse(Message):
             self.topic_id = topic_id
             self.partitions = [] if partitions is DEFAULT else partitions
             self._unknown_tagged_fields = _unknown_tagged_fields
+
+    def __eq__(self, other: object) -> bool:
+        if type(other) is not type(self):
+            return NotImplemented
+        return self.results == other.results and (self._unknown_tagged_fields or None) == (other._unknown_tagged_fields or None)  # type: ignore[attr-defined]
+
+    __hash__ = None  # type: ignore[assignment]
 
     def __init__(
         self,

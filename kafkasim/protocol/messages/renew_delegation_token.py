@@ -37,6 +37,13 @@ class RenewDelegationTokenRequest(Message):
     MAX_VERSION = 2
     FLEXIBLE_FROM = 2
 
+    def __eq__(self, other: object) -> bool:
+        if type(other) is not type(self):
+            return NotImplemented
+        return self.hmac == other.hmac and self.renew_period_ms == other.renew_period_ms and (self._unknown_tagged_fields or None) == (other._unknown_tagged_fields or None)  # type: ignore[attr-defined]
+
+    __hash__ = None  # type: ignore[assignment]
+
     def __init__(
         self,
         *,
@@ -58,6 +65,13 @@ class RenewDelegationTokenResponse(Message):
     MIN_VERSION = 0
     MAX_VERSION = 2
     FLEXIBLE_FROM = 2
+
+    def __eq__(self, other: object) -> bool:
+        if type(other) is not type(self):
+            return NotImplemented
+        return self.error_code == other.error_code and self.expiry_timestamp_ms == other.expiry_timestamp_ms and self.throttle_time_ms == other.throttle_time_ms and (self._unknown_tagged_fields or None) == (other._unknown_tagged_fields or None)  # type: ignore[attr-defined]
+
+    __hash__ = None  # type: ignore[assignment]
 
     def __init__(
         self,

@@ -37,6 +37,13 @@ class SaslAuthenticateRequest(Message):
     MAX_VERSION = 2
     FLEXIBLE_FROM = 2
 
+    def __eq__(self, other: object) -> bool:
+        if type(other) is not type(self):
+            return NotImplemented
+        return self.auth_bytes == other.auth_bytes and (self._unknown_tagged_fields or None) == (other._unknown_tagged_fields or None)  # type: ignore[attr-defined]
+
+    __hash__ = None  # type: ignore[assignment]
+
     def __init__(
         self,
         *,
@@ -56,6 +63,13 @@ class SaslAuthenticateResponse(Message):
     MIN_VERSION = 0
     MAX_VERSION = 2
     FLEXIBLE_FROM = 2
+
+    def __eq__(self, other: object) -> bool:
+        if type(other) is not type(self):
+            return NotImplemented
+        return self.error_code == other.error_code and self.error_message == other.error_message and self.auth_bytes == other.auth_bytes and self.session_lifetime_ms == other.session_lifetime_ms and (self._unknown_tagged_fields or None) == (other._unknown_tagged_fields or None)  # type: ignore[attr-defined]
+
+    __hash__ = None  # type: ignore[assignment]
 
     def __init__(
         self,

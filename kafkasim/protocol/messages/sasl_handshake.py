@@ -36,6 +36,13 @@ class SaslHandshakeRequest(Message):
     MAX_VERSION = 1
     FLEXIBLE_FROM = None
 
+    def __eq__(self, other: object) -> bool:
+        if type(other) is not type(self):
+            return NotImplemented
+        return self.mechanism == other.mechanism and (self._unknown_tagged_fields or None) == (other._unknown_tagged_fields or None)  # type: ignore[attr-defined]
+
+    __hash__ = None  # type: ignore[assignment]
+
     def __init__(
         self,
         *,
@@ -55,6 +62,13 @@ class SaslHandshakeResponse(Message):
     MIN_VERSION = 0
     MAX_VERSION = 1
     FLEXIBLE_FROM = None
+
+    def __eq__(self, other: object) -> bool:
+        if type(other) is not type(self):
+            return NotImplemented
+        return self.error_code == other.error_code and self.mechanisms == other.mechanisms and (self._unknown_tagged_fields or None) == (other._unknown_tagged_fields or None)  # type: ignore[attr-defined]
+
+    __hash__ = None  # type: ignore[assignment]
 
     def __init__(
         self,

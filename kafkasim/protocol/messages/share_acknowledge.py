@@ -52,6 +52,13 @@ class ShareAcknowledgeRequest(Message):
                 __slots__ = ('first_offset', 'last_offset', 'acknowledge_types', '_unknown_tagged_fields')
                 _FIELD_NAMES = ('first_offset', 'last_offset', 'acknowledge_types')
 
+                def __eq__(self, other: object) -> bool:
+                    if type(other) is not type(self):
+                        return NotImplemented
+                    return self.first_offset == other.first_offset and self.last_offset == other.last_offset and self.acknowledge_types == other.acknowledge_types and (self._unknown_tagged_fields or None) == (other._unknown_tagged_fields or None)  # type: ignore[attr-defined]
+
+                __hash__ = None  # type: ignore[assignment]
+
                 def __init__(
                     self,
                     *,
@@ -65,6 +72,13 @@ class ShareAcknowledgeRequest(Message):
                     self.acknowledge_types = [] if acknowledge_types is DEFAULT else acknowledge_types
                     self._unknown_tagged_fields = _unknown_tagged_fields
 
+            def __eq__(self, other: object) -> bool:
+                if type(other) is not type(self):
+                    return NotImplemented
+                return self.partition_index == other.partition_index and self.acknowledgement_batches == other.acknowledgement_batches and (self._unknown_tagged_fields or None) == (other._unknown_tagged_fields or None)  # type: ignore[attr-defined]
+
+            __hash__ = None  # type: ignore[assignment]
+
             def __init__(
                 self,
                 *,
@@ -76,6 +90,13 @@ class ShareAcknowledgeRequest(Message):
                 self.acknowledgement_batches = [] if acknowledgement_batches is DEFAULT else acknowledgement_batches
                 self._unknown_tagged_fields = _unknown_tagged_fields
 
+        def __eq__(self, other: object) -> bool:
+            if type(other) is not type(self):
+                return NotImplemented
+            return self.topic_id == other.topic_id and self.partitions == other.partitions and (self._unknown_tagged_fields or None) == (other._unknown_tagged_fields or None)  # type: ignore[attr-defined]
+
+        __hash__ = None  # type: ignore[assignment]
+
         def __init__(
             self,
             *,
@@ -86,6 +107,13 @@ class ShareAcknowledgeRequest(Message):
             self.topic_id = topic_id
             self.partitions = [] if partitions is DEFAULT else partitions
             self._unknown_tagged_fields = _unknown_tagged_fields
+
+    def __eq__(self, other: object) -> bool:
+        if type(other) is not type(self):
+            return NotImplemented
+        return self.group_id == other.group_id and self.member_id == other.member_id and self.share_session_epoch == other.share_session_epoch and self.topics == other.topics and (self._unknown_tagged_fields or None) == (other._unknown_tagged_fields or None)  # type: ignore[attr-defined]
+
+    __hash__ = None  # type: ignore[assignment]
 
     def __init__(
         self,
@@ -125,6 +153,13 @@ class ShareAcknowledgeResponse(Message):
                 __slots__ = ('leader_id', 'leader_epoch', '_unknown_tagged_fields')
                 _FIELD_NAMES = ('leader_id', 'leader_epoch')
 
+                def __eq__(self, other: object) -> bool:
+                    if type(other) is not type(self):
+                        return NotImplemented
+                    return self.leader_id == other.leader_id and self.leader_epoch == other.leader_epoch and (self._unknown_tagged_fields or None) == (other._unknown_tagged_fields or None)  # type: ignore[attr-defined]
+
+                __hash__ = None  # type: ignore[assignment]
+
                 def __init__(
                     self,
                     *,
@@ -135,6 +170,13 @@ class ShareAcknowledgeResponse(Message):
                     self.leader_id = leader_id
                     self.leader_epoch = leader_epoch
                     self._unknown_tagged_fields = _unknown_tagged_fields
+
+            def __eq__(self, other: object) -> bool:
+                if type(other) is not type(self):
+                    return NotImplemented
+                return self.partition_index == other.partition_index and self.error_code == other.error_code and self.error_message == other.error_message and self.current_leader == other.current_leader and (self._unknown_tagged_fields or None) == (other._unknown_tagged_fields or None)  # type: ignore[attr-defined]
+
+            __hash__ = None  # type: ignore[assignment]
 
             def __init__(
                 self,
@@ -151,6 +193,13 @@ class ShareAcknowledgeResponse(Message):
                 self.current_leader = _ShareAcknowledgeResponse_ShareAcknowledgeTopicResponse_PartitionData_LeaderIdAndEpoch() if current_leader is DEFAULT else current_leader
                 self._unknown_tagged_fields = _unknown_tagged_fields
 
+        def __eq__(self, other: object) -> bool:
+            if type(other) is not type(self):
+                return NotImplemented
+            return self.topic_id == other.topic_id and self.partitions == other.partitions and (self._unknown_tagged_fields or None) == (other._unknown_tagged_fields or None)  # type: ignore[attr-defined]
+
+        __hash__ = None  # type: ignore[assignment]
+
         def __init__(
             self,
             *,
@@ -166,6 +215,13 @@ class ShareAcknowledgeResponse(Message):
         __slots__ = ('node_id', 'host', 'port', 'rack', '_unknown_tagged_fields')
         _FIELD_NAMES = ('node_id', 'host', 'port', 'rack')
 
+        def __eq__(self, other: object) -> bool:
+            if type(other) is not type(self):
+                return NotImplemented
+            return self.node_id == other.node_id and self.host == other.host and self.port == other.port and self.rack == other.rack and (self._unknown_tagged_fields or None) == (other._unknown_tagged_fields or None)  # type: ignore[attr-defined]
+
+        __hash__ = None  # type: ignore[assignment]
+
         def __init__(
             self,
             *,
@@ -180,6 +236,13 @@ class ShareAcknowledgeResponse(Message):
             self.port = port
             self.rack = rack
             self._unknown_tagged_fields = _unknown_tagged_fields
+
+    def __eq__(self, other: object) -> bool:
+        if type(other) is not type(self):
+            return NotImplemented
+        return self.throttle_time_ms == other.throttle_time_ms and self.error_code == other.error_code and self.error_message == other.error_message and self.responses == other.responses and self.node_endpoints == other.node_endpoints and (self._unknown_tagged_fields or None) == (other._unknown_tagged_fields or None)  # type: ignore[attr-defined]
+
+    __hash__ = None  # type: ignore[assignment]
 
     def __init__(
         self,

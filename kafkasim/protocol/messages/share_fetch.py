@@ -55,6 +55,13 @@ class ShareFetchRequest(Message):
                 __slots__ = ('first_offset', 'last_offset', 'acknowledge_types', '_unknown_tagged_fields')
                 _FIELD_NAMES = ('first_offset', 'last_offset', 'acknowledge_types')
 
+                def __eq__(self, other: object) -> bool:
+                    if type(other) is not type(self):
+                        return NotImplemented
+                    return self.first_offset == other.first_offset and self.last_offset == other.last_offset and self.acknowledge_types == other.acknowledge_types and (self._unknown_tagged_fields or None) == (other._unknown_tagged_fields or None)  # type: ignore[attr-defined]
+
+                __hash__ = None  # type: ignore[assignment]
+
                 def __init__(
                     self,
                     *,
@@ -68,6 +75,13 @@ class ShareFetchRequest(Message):
                     self.acknowledge_types = [] if acknowledge_types is DEFAULT else acknowledge_types
                     self._unknown_tagged_fields = _unknown_tagged_fields
 
+            def __eq__(self, other: object) -> bool:
+                if type(other) is not type(self):
+                    return NotImplemented
+                return self.partition_index == other.partition_index and self.partition_max_bytes == other.partition_max_bytes and self.acknowledgement_batches == other.acknowledgement_batches and (self._unknown_tagged_fields or None) == (other._unknown_tagged_fields or None)  # type: ignore[attr-defined]
+
+            __hash__ = None  # type: ignore[assignment]
+
             def __init__(
                 self,
                 *,
@@ -80,6 +94,13 @@ class ShareFetchRequest(Message):
                 self.partition_max_bytes = partition_max_bytes
                 self.acknowledgement_batches = [] if acknowledgement_batches is DEFAULT else acknowledgement_batches
                 self._unknown_tagged_fields = _unknown_tagged_fields
+
+        def __eq__(self, other: object) -> bool:
+            if type(other) is not type(self):
+                return NotImplemented
+            return self.topic_id == other.topic_id and self.partitions == other.partitions and (self._unknown_tagged_fields or None) == (other._unknown_tagged_fields or None)  # type: ignore[attr-defined]
+
+        __hash__ = None  # type: ignore[assignment]
 
         def __init__(
             self,
@@ -96,6 +117,13 @@ class ShareFetchRequest(Message):
         __slots__ = ('topic_id', 'partitions', '_unknown_tagged_fields')
         _FIELD_NAMES = ('topic_id', 'partitions')
 
+        def __eq__(self, other: object) -> bool:
+            if type(other) is not type(self):
+                return NotImplemented
+            return self.topic_id == other.topic_id and self.partitions == other.partitions and (self._unknown_tagged_fields or None) == (other._unknown_tagged_fields or None)  # type: ignore[attr-defined]
+
+        __hash__ = None  # type: ignore[assignment]
+
         def __init__(
             self,
             *,
@@ -106,6 +134,13 @@ class ShareFetchRequest(Message):
             self.topic_id = topic_id
             self.partitions = [] if partitions is DEFAULT else partitions
             self._unknown_tagged_fields = _unknown_tagged_fields
+
+    def __eq__(self, other: object) -> bool:
+        if type(other) is not type(self):
+            return NotImplemented
+        return self.group_id == other.group_id and self.member_id == other.member_id and self.share_session_epoch == other.share_session_epoch and self.max_wait_ms == other.max_wait_ms and self.min_bytes == other.min_bytes and self.max_bytes == other.max_bytes and self.topics == other.topics and self.forgotten_topics_data == other.forgotten_topics_data and (self._unknown_tagged_fields or None) == (other._unknown_tagged_fields or None)  # type: ignore[attr-defined]
+
+    __hash__ = None  # type: ignore[assignment]
 
     def __init__(
         self,
@@ -153,6 +188,13 @@ class ShareFetchResponse(Message):
                 __slots__ = ('leader_id', 'leader_epoch', '_unknown_tagged_fields')
                 _FIELD_NAMES = ('leader_id', 'leader_epoch')
 
+                def __eq__(self, other: object) -> bool:
+                    if type(other) is not type(self):
+                        return NotImplemented
+                    return self.leader_id == other.leader_id and self.leader_epoch == other.leader_epoch and (self._unknown_tagged_fields or None) == (other._unknown_tagged_fields or None)  # type: ignore[attr-defined]
+
+                __hash__ = None  # type: ignore[assignment]
+
                 def __init__(
                     self,
                     *,
@@ -168,6 +210,13 @@ class ShareFetchResponse(Message):
                 __slots__ = ('first_offset', 'last_offset', 'delivery_count', '_unknown_tagged_fields')
                 _FIELD_NAMES = ('first_offset', 'last_offset', 'delivery_count')
 
+                def __eq__(self, other: object) -> bool:
+                    if type(other) is not type(self):
+                        return NotImplemented
+                    return self.first_offset == other.first_offset and self.last_offset == other.last_offset and self.delivery_count == other.delivery_count and (self._unknown_tagged_fields or None) == (other._unknown_tagged_fields or None)  # type: ignore[attr-defined]
+
+                __hash__ = None  # type: ignore[assignment]
+
                 def __init__(
                     self,
                     *,
@@ -180,6 +229,13 @@ class ShareFetchResponse(Message):
                     self.last_offset = last_offset
                     self.delivery_count = delivery_count
                     self._unknown_tagged_fields = _unknown_tagged_fields
+
+            def __eq__(self, other: object) -> bool:
+                if type(other) is not type(self):
+                    return NotImplemented
+                return self.partition_index == other.partition_index and self.error_code == other.error_code and self.error_message == other.error_message and self.acknowledge_error_code == other.acknowledge_error_code and self.acknowledge_error_message == other.acknowledge_error_message and self.current_leader == other.current_leader and self.records == other.records and self.acquired_records == other.acquired_records and (self._unknown_tagged_fields or None) == (other._unknown_tagged_fields or None)  # type: ignore[attr-defined]
+
+            __hash__ = None  # type: ignore[assignment]
 
             def __init__(
                 self,
@@ -204,6 +260,13 @@ class ShareFetchResponse(Message):
                 self.acquired_records = [] if acquired_records is DEFAULT else acquired_records
                 self._unknown_tagged_fields = _unknown_tagged_fields
 
+        def __eq__(self, other: object) -> bool:
+            if type(other) is not type(self):
+                return NotImplemented
+            return self.topic_id == other.topic_id and self.partitions == other.partitions and (self._unknown_tagged_fields or None) == (other._unknown_tagged_fields or None)  # type: ignore[attr-defined]
+
+        __hash__ = None  # type: ignore[assignment]
+
         def __init__(
             self,
             *,
@@ -219,6 +282,13 @@ class ShareFetchResponse(Message):
         __slots__ = ('node_id', 'host', 'port', 'rack', '_unknown_tagged_fields')
         _FIELD_NAMES = ('node_id', 'host', 'port', 'rack')
 
+        def __eq__(self, other: object) -> bool:
+            if type(other) is not type(self):
+                return NotImplemented
+            return self.node_id == other.node_id and self.host == other.host and self.port == other.port and self.rack == other.rack and (self._unknown_tagged_fields or None) == (other._unknown_tagged_fields or None)  # type: ignore[attr-defined]
+
+        __hash__ = None  # type: ignore[assignment]
+
         def __init__(
             self,
             *,
@@ -233,6 +303,13 @@ class ShareFetchResponse(Message):
             self.port = port
             self.rack = rack
             self._unknown_tagged_fields = _unknown_tagged_fields
+
+    def __eq__(self, other: object) -> bool:
+        if type(other) is not type(self):
+            return NotImplemented
+        return self.throttle_time_ms == other.throttle_time_ms and self.error_code == other.error_code and self.error_message == other.error_message and self.responses == other.responses and self.node_endpoints == other.node_endpoints and (self._unknown_tagged_fields or None) == (other._unknown_tagged_fields or None)  # type: ignore[attr-defined]
+
+    __hash__ = None  # type: ignore[assignment]
 
     def __init__(
         self,

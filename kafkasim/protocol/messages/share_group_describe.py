@@ -40,6 +40,13 @@ class ShareGroupDescribeRequest(Message):
     MAX_VERSION = 0
     FLEXIBLE_FROM = 0
 
+    def __eq__(self, other: object) -> bool:
+        if type(other) is not type(self):
+            return NotImplemented
+        return self.group_ids == other.group_ids and self.include_authorized_operations == other.include_authorized_operations and (self._unknown_tagged_fields or None) == (other._unknown_tagged_fields or None)  # type: ignore[attr-defined]
+
+    __hash__ = None  # type: ignore[assignment]
+
     def __init__(
         self,
         *,
@@ -70,6 +77,13 @@ class ShareGroupDescribeResponse(Message):
             __slots__ = ('member_id', 'rack_id', 'member_epoch', 'client_id', 'client_host', 'subscribed_topic_names', 'assignment', '_unknown_tagged_fields')
             _FIELD_NAMES = ('member_id', 'rack_id', 'member_epoch', 'client_id', 'client_host', 'subscribed_topic_names', 'assignment')
 
+            def __eq__(self, other: object) -> bool:
+                if type(other) is not type(self):
+                    return NotImplemented
+                return self.member_id == other.member_id and self.rack_id == other.rack_id and self.member_epoch == other.member_epoch and self.client_id == other.client_id and self.client_host == other.client_host and self.subscribed_topic_names == other.subscribed_topic_names and self.assignment == other.assignment and (self._unknown_tagged_fields or None) == (other._unknown_tagged_fields or None)  # type: ignore[attr-defined]
+
+            __hash__ = None  # type: ignore[assignment]
+
             def __init__(
                 self,
                 *,
@@ -90,6 +104,13 @@ class ShareGroupDescribeResponse(Message):
                 self.subscribed_topic_names = [] if subscribed_topic_names is DEFAULT else subscribed_topic_names
                 self.assignment = _ShareGroupDescribeResponse_Assignment() if assignment is DEFAULT else assignment
                 self._unknown_tagged_fields = _unknown_tagged_fields
+
+        def __eq__(self, other: object) -> bool:
+            if type(other) is not type(self):
+                return NotImplemented
+            return self.error_code == other.error_code and self.error_message == other.error_message and self.group_id == other.group_id and self.group_state == other.group_state and self.group_epoch == other.group_epoch and self.assignment_epoch == other.assignment_epoch and self.assignor_name == other.assignor_name and self.members == other.members and self.authorized_operations == other.authorized_operations and (self._unknown_tagged_fields or None) == (other._unknown_tagged_fields or None)  # type: ignore[attr-defined]
+
+        __hash__ = None  # type: ignore[assignment]
 
         def __init__(
             self,
@@ -120,6 +141,13 @@ class ShareGroupDescribeResponse(Message):
         __slots__ = ('topic_partitions', '_unknown_tagged_fields')
         _FIELD_NAMES = ('topic_partitions',)
 
+        def __eq__(self, other: object) -> bool:
+            if type(other) is not type(self):
+                return NotImplemented
+            return self.topic_partitions == other.topic_partitions and (self._unknown_tagged_fields or None) == (other._unknown_tagged_fields or None)  # type: ignore[attr-defined]
+
+        __hash__ = None  # type: ignore[assignment]
+
         def __init__(
             self,
             *,
@@ -133,6 +161,13 @@ class ShareGroupDescribeResponse(Message):
         __slots__ = ('topic_id', 'topic_name', 'partitions', '_unknown_tagged_fields')
         _FIELD_NAMES = ('topic_id', 'topic_name', 'partitions')
 
+        def __eq__(self, other: object) -> bool:
+            if type(other) is not type(self):
+                return NotImplemented
+            return self.topic_id == other.topic_id and self.topic_name == other.topic_name and self.partitions == other.partitions and (self._unknown_tagged_fields or None) == (other._unknown_tagged_fields or None)  # type: ignore[attr-defined]
+
+        __hash__ = None  # type: ignore[assignment]
+
         def __init__(
             self,
             *,
@@ -145,6 +180,13 @@ class ShareGroupDescribeResponse(Message):
             self.topic_name = topic_name
             self.partitions = [] if partitions is DEFAULT else partitions
             self._unknown_tagged_fields = _unknown_tagged_fields
+
+    def __eq__(self, other: object) -> bool:
+        if type(other) is not type(self):
+            return NotImplemented
+        return self.throttle_time_ms == other.throttle_time_ms and self.groups == other.groups and (self._unknown_tagged_fields or None) == (other._unknown_tagged_fields or None)  # type: ignore[attr-defined]
+
+    __hash__ = None  # type: ignore[assignment]
 
     def __init__(
         self,

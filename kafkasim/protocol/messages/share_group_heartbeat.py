@@ -39,6 +39,13 @@ class ShareGroupHeartbeatRequest(Message):
     MAX_VERSION = 0
     FLEXIBLE_FROM = 0
 
+    def __eq__(self, other: object) -> bool:
+        if type(other) is not type(self):
+            return NotImplemented
+        return self.group_id == other.group_id and self.member_id == other.member_id and self.member_epoch == other.member_epoch and self.rack_id == other.rack_id and self.subscribed_topic_names == other.subscribed_topic_names and (self._unknown_tagged_fields or None) == (other._unknown_tagged_fields or None)  # type: ignore[attr-defined]
+
+    __hash__ = None  # type: ignore[assignment]
+
     def __init__(
         self,
         *,
@@ -71,6 +78,13 @@ class ShareGroupHeartbeatResponse(Message):
         __slots__ = ('topic_partitions', '_unknown_tagged_fields')
         _FIELD_NAMES = ('topic_partitions',)
 
+        def __eq__(self, other: object) -> bool:
+            if type(other) is not type(self):
+                return NotImplemented
+            return self.topic_partitions == other.topic_partitions and (self._unknown_tagged_fields or None) == (other._unknown_tagged_fields or None)  # type: ignore[attr-defined]
+
+        __hash__ = None  # type: ignore[assignment]
+
         def __init__(
             self,
             *,
@@ -84,6 +98,13 @@ class ShareGroupHeartbeatResponse(Message):
         __slots__ = ('topic_id', 'partitions', '_unknown_tagged_fields')
         _FIELD_NAMES = ('topic_id', 'partitions')
 
+        def __eq__(self, other: object) -> bool:
+            if type(other) is not type(self):
+                return NotImplemented
+            return self.topic_id == other.topic_id and self.partitions == other.partitions and (self._unknown_tagged_fields or None) == (other._unknown_tagged_fields or None)  # type: ignore[attr-defined]
+
+        __hash__ = None  # type: ignore[assignment]
+
         def __init__(
             self,
             *,
@@ -94,6 +115,13 @@ class ShareGroupHeartbeatResponse(Message):
             self.topic_id = topic_id
             self.partitions = [] if partitions is DEFAULT else partitions
             self._unknown_tagged_fields = _unknown_tagged_fields
+
+    def __eq__(self, other: object) -> bool:
+        if type(other) is not type(self):
+            return NotImplemented
+        return self.throttle_time_ms == other.throttle_time_ms and self.error_code == other.error_code and self.error_message == other.error_message and self.member_id == other.member_id and self.member_epoch == other.member_epoch and self.heartbeat_interval_ms == other.heartbeat_interval_ms and self.assignment == other.assignment and (self._unknown_tagged_fields or None) == (other._unknown_tagged_fields or None)  # type: ignore[attr-defined]
+
+    __hash__ = None  # type: ignore[assignment]
 
     def __init__(
         self,

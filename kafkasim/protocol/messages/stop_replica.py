@@ -46,6 +46,13 @@ class StopReplicaRequest(Message):
         __slots__ = ('topic_name', 'partition_index', '_unknown_tagged_fields')
         _FIELD_NAMES = ('topic_name', 'partition_index')
 
+        def __eq__(self, other: object) -> bool:
+            if type(other) is not type(self):
+                return NotImplemented
+            return self.topic_name == other.topic_name and self.partition_index == other.partition_index and (self._unknown_tagged_fields or None) == (other._unknown_tagged_fields or None)  # type: ignore[attr-defined]
+
+        __hash__ = None  # type: ignore[assignment]
+
         def __init__(
             self,
             *,
@@ -60,6 +67,13 @@ class StopReplicaRequest(Message):
     class StopReplicaTopicV1(Struct):
         __slots__ = ('name', 'partition_indexes', '_unknown_tagged_fields')
         _FIELD_NAMES = ('name', 'partition_indexes')
+
+        def __eq__(self, other: object) -> bool:
+            if type(other) is not type(self):
+                return NotImplemented
+            return self.name == other.name and self.partition_indexes == other.partition_indexes and (self._unknown_tagged_fields or None) == (other._unknown_tagged_fields or None)  # type: ignore[attr-defined]
+
+        __hash__ = None  # type: ignore[assignment]
 
         def __init__(
             self,
@@ -80,6 +94,13 @@ class StopReplicaRequest(Message):
             __slots__ = ('partition_index', 'leader_epoch', 'delete_partition', '_unknown_tagged_fields')
             _FIELD_NAMES = ('partition_index', 'leader_epoch', 'delete_partition')
 
+            def __eq__(self, other: object) -> bool:
+                if type(other) is not type(self):
+                    return NotImplemented
+                return self.partition_index == other.partition_index and self.leader_epoch == other.leader_epoch and self.delete_partition == other.delete_partition and (self._unknown_tagged_fields or None) == (other._unknown_tagged_fields or None)  # type: ignore[attr-defined]
+
+            __hash__ = None  # type: ignore[assignment]
+
             def __init__(
                 self,
                 *,
@@ -93,6 +114,13 @@ class StopReplicaRequest(Message):
                 self.delete_partition = delete_partition
                 self._unknown_tagged_fields = _unknown_tagged_fields
 
+        def __eq__(self, other: object) -> bool:
+            if type(other) is not type(self):
+                return NotImplemented
+            return self.topic_name == other.topic_name and self.partition_states == other.partition_states and (self._unknown_tagged_fields or None) == (other._unknown_tagged_fields or None)  # type: ignore[attr-defined]
+
+        __hash__ = None  # type: ignore[assignment]
+
         def __init__(
             self,
             *,
@@ -103,6 +131,13 @@ class StopReplicaRequest(Message):
             self.topic_name = topic_name
             self.partition_states = [] if partition_states is DEFAULT else partition_states
             self._unknown_tagged_fields = _unknown_tagged_fields
+
+    def __eq__(self, other: object) -> bool:
+        if type(other) is not type(self):
+            return NotImplemented
+        return self.controller_id == other.controller_id and self.is_k_raft_controller == other.is_k_raft_controller and self.controller_epoch == other.controller_epoch and self.broker_epoch == other.broker_epoch and self.delete_partitions == other.delete_partitions and self.ungrouped_partitions == other.ungrouped_partitions and self.topics == other.topics and self.topic_states == other.topic_states and (self._unknown_tagged_fields or None) == (other._unknown_tagged_fields or None)  # type: ignore[attr-defined]
+
+    __hash__ = None  # type: ignore[assignment]
 
     def __init__(
         self,
@@ -142,6 +177,13 @@ class StopReplicaResponse(Message):
         __slots__ = ('topic_name', 'partition_index', 'error_code', '_unknown_tagged_fields')
         _FIELD_NAMES = ('topic_name', 'partition_index', 'error_code')
 
+        def __eq__(self, other: object) -> bool:
+            if type(other) is not type(self):
+                return NotImplemented
+            return self.topic_name == other.topic_name and self.partition_index == other.partition_index and self.error_code == other.error_code and (self._unknown_tagged_fields or None) == (other._unknown_tagged_fields or None)  # type: ignore[attr-defined]
+
+        __hash__ = None  # type: ignore[assignment]
+
         def __init__(
             self,
             *,
@@ -154,6 +196,13 @@ class StopReplicaResponse(Message):
             self.partition_index = partition_index
             self.error_code = error_code
             self._unknown_tagged_fields = _unknown_tagged_fields
+
+    def __eq__(self, other: object) -> bool:
+        if type(other) is not type(self):
+            return NotImplemented
+        return self.error_code == other.error_code and self.partition_errors == other.partition_errors and (self._unknown_tagged_fields or None) == (other._unknown_tagged_fields or None)  # type: ignore[attr-defined]
+
+    __hash__ = None  # type: ignore[assignment]
 
     def __init__(
         self,

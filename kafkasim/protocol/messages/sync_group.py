@@ -42,6 +42,13 @@ class SyncGroupRequest(Message):
         __slots__ = ('member_id', 'assignment', '_unknown_tagged_fields')
         _FIELD_NAMES = ('member_id', 'assignment')
 
+        def __eq__(self, other: object) -> bool:
+            if type(other) is not type(self):
+                return NotImplemented
+            return self.member_id == other.member_id and self.assignment == other.assignment and (self._unknown_tagged_fields or None) == (other._unknown_tagged_fields or None)  # type: ignore[attr-defined]
+
+        __hash__ = None  # type: ignore[assignment]
+
         def __init__(
             self,
             *,
@@ -52,6 +59,13 @@ class SyncGroupRequest(Message):
             self.member_id = member_id
             self.assignment = assignment
             self._unknown_tagged_fields = _unknown_tagged_fields
+
+    def __eq__(self, other: object) -> bool:
+        if type(other) is not type(self):
+            return NotImplemented
+        return self.group_id == other.group_id and self.generation_id == other.generation_id and self.member_id == other.member_id and self.group_instance_id == other.group_instance_id and self.protocol_type == other.protocol_type and self.protocol_name == other.protocol_name and self.assignments == other.assignments and (self._unknown_tagged_fields or None) == (other._unknown_tagged_fields or None)  # type: ignore[attr-defined]
+
+    __hash__ = None  # type: ignore[assignment]
 
     def __init__(
         self,
@@ -84,6 +98,13 @@ class SyncGroupResponse(Message):
     MIN_VERSION = 0
     MAX_VERSION = 5
     FLEXIBLE_FROM = 4
+
+    def __eq__(self, other: object) -> bool:
+        if type(other) is not type(self):
+            return NotImplemented
+        return self.throttle_time_ms == other.throttle_time_ms and self.error_code == other.error_code and self.protocol_type == other.protocol_type and self.protocol_name == other.protocol_name and self.assignment == other.assignment and (self._unknown_tagged_fields or None) == (other._unknown_tagged_fields or None)  # type: ignore[attr-defined]
+
+    __hash__ = None  # type: ignore[assignment]
 
     def __init__(
         self,

@@ -45,6 +45,13 @@ class UpdateFeaturesRequest(Message):
         __slots__ = ('feature', 'max_version_level', 'allow_downgrade', 'upgrade_type', '_unknown_tagged_fields')
         _FIELD_NAMES = ('feature', 'max_version_level', 'allow_downgrade', 'upgrade_type')
 
+        def __eq__(self, other: object) -> bool:
+            if type(other) is not type(self):
+                return NotImplemented
+            return self.feature == other.feature and self.max_version_level == other.max_version_level and self.allow_downgrade == other.allow_downgrade and self.upgrade_type == other.upgrade_type and (self._unknown_tagged_fields or None) == (other._unknown_tagged_fields or None)  # type: ignore[attr-defined]
+
+        __hash__ = None  # type: ignore[assignment]
+
         def __init__(
             self,
             *,
@@ -59,6 +66,13 @@ class UpdateFeaturesRequest(Message):
             self.allow_downgrade = allow_downgrade
             self.upgrade_type = upgrade_type
             self._unknown_tagged_fields = _unknown_tagged_fields
+
+    def __eq__(self, other: object) -> bool:
+        if type(other) is not type(self):
+            return NotImplemented
+        return self.timeout_ms == other.timeout_ms and self.feature_updates == other.feature_updates and self.validate_only == other.validate_only and (self._unknown_tagged_fields or None) == (other._unknown_tagged_fields or None)  # type: ignore[attr-defined]
+
+    __hash__ = None  # type: ignore[assignment]
 
     def __init__(
         self,
@@ -88,6 +102,13 @@ class UpdateFeaturesResponse(Message):
         __slots__ = ('feature', 'error_code', 'error_message', '_unknown_tagged_fields')
         _FIELD_NAMES = ('feature', 'error_code', 'error_message')
 
+        def __eq__(self, other: object) -> bool:
+            if type(other) is not type(self):
+                return NotImplemented
+            return self.feature == other.feature and self.error_code == other.error_code and self.error_message == other.error_message and (self._unknown_tagged_fields or None) == (other._unknown_tagged_fields or None)  # type: ignore[attr-defined]
+
+        __hash__ = None  # type: ignore[assignment]
+
         def __init__(
             self,
             *,
@@ -100,6 +121,13 @@ class UpdateFeaturesResponse(Message):
             self.error_code = error_code
             self.error_message = error_message
             self._unknown_tagged_fields = _unknown_tagged_fields
+
+    def __eq__(self, other: object) -> bool:
+        if type(other) is not type(self):
+            return NotImplemented
+        return self.throttle_time_ms == other.throttle_time_ms and self.error_code == other.error_code and self.error_message == other.error_message and self.results == other.results and (self._unknown_tagged_fields or None) == (other._unknown_tagged_fields or None)  # type: ignore[attr-defined]
+
+    __hash__ = None  # type: ignore[assignment]
 
     def __init__(
         self,

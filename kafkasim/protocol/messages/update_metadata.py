@@ -47,6 +47,13 @@ class UpdateMetadataRequest(Message):
         __slots__ = ('topic_name', 'partition_index', 'controller_epoch', 'leader', 'leader_epoch', 'isr', 'zk_version', 'replicas', 'offline_replicas', '_unknown_tagged_fields')
         _FIELD_NAMES = ('topic_name', 'partition_index', 'controller_epoch', 'leader', 'leader_epoch', 'isr', 'zk_version', 'replicas', 'offline_replicas')
 
+        def __eq__(self, other: object) -> bool:
+            if type(other) is not type(self):
+                return NotImplemented
+            return self.topic_name == other.topic_name and self.partition_index == other.partition_index and self.controller_epoch == other.controller_epoch and self.leader == other.leader and self.leader_epoch == other.leader_epoch and self.isr == other.isr and self.zk_version == other.zk_version and self.replicas == other.replicas and self.offline_replicas == other.offline_replicas and (self._unknown_tagged_fields or None) == (other._unknown_tagged_fields or None)  # type: ignore[attr-defined]
+
+        __hash__ = None  # type: ignore[assignment]
+
         def __init__(
             self,
             *,
@@ -76,6 +83,13 @@ class UpdateMetadataRequest(Message):
         __slots__ = ('topic_name', 'topic_id', 'partition_states', '_unknown_tagged_fields')
         _FIELD_NAMES = ('topic_name', 'topic_id', 'partition_states')
 
+        def __eq__(self, other: object) -> bool:
+            if type(other) is not type(self):
+                return NotImplemented
+            return self.topic_name == other.topic_name and self.topic_id == other.topic_id and self.partition_states == other.partition_states and (self._unknown_tagged_fields or None) == (other._unknown_tagged_fields or None)  # type: ignore[attr-defined]
+
+        __hash__ = None  # type: ignore[assignment]
+
         def __init__(
             self,
             *,
@@ -97,6 +111,13 @@ class UpdateMetadataRequest(Message):
             __slots__ = ('port', 'host', 'listener', 'security_protocol', '_unknown_tagged_fields')
             _FIELD_NAMES = ('port', 'host', 'listener', 'security_protocol')
 
+            def __eq__(self, other: object) -> bool:
+                if type(other) is not type(self):
+                    return NotImplemented
+                return self.port == other.port and self.host == other.host and self.listener == other.listener and self.security_protocol == other.security_protocol and (self._unknown_tagged_fields or None) == (other._unknown_tagged_fields or None)  # type: ignore[attr-defined]
+
+            __hash__ = None  # type: ignore[assignment]
+
             def __init__(
                 self,
                 *,
@@ -111,6 +132,13 @@ class UpdateMetadataRequest(Message):
                 self.listener = listener
                 self.security_protocol = security_protocol
                 self._unknown_tagged_fields = _unknown_tagged_fields
+
+        def __eq__(self, other: object) -> bool:
+            if type(other) is not type(self):
+                return NotImplemented
+            return self.id == other.id and self.v0_host == other.v0_host and self.v0_port == other.v0_port and self.endpoints == other.endpoints and self.rack == other.rack and (self._unknown_tagged_fields or None) == (other._unknown_tagged_fields or None)  # type: ignore[attr-defined]
+
+        __hash__ = None  # type: ignore[assignment]
 
         def __init__(
             self,
@@ -128,6 +156,13 @@ class UpdateMetadataRequest(Message):
             self.endpoints = [] if endpoints is DEFAULT else endpoints
             self.rack = rack
             self._unknown_tagged_fields = _unknown_tagged_fields
+
+    def __eq__(self, other: object) -> bool:
+        if type(other) is not type(self):
+            return NotImplemented
+        return self.controller_id == other.controller_id and self.is_k_raft_controller == other.is_k_raft_controller and self.type == other.type and self.controller_epoch == other.controller_epoch and self.broker_epoch == other.broker_epoch and self.ungrouped_partition_states == other.ungrouped_partition_states and self.topic_states == other.topic_states and self.live_brokers == other.live_brokers and (self._unknown_tagged_fields or None) == (other._unknown_tagged_fields or None)  # type: ignore[attr-defined]
+
+    __hash__ = None  # type: ignore[assignment]
 
     def __init__(
         self,
@@ -162,6 +197,13 @@ class UpdateMetadataResponse(Message):
     MIN_VERSION = 0
     MAX_VERSION = 8
     FLEXIBLE_FROM = 6
+
+    def __eq__(self, other: object) -> bool:
+        if type(other) is not type(self):
+            return NotImplemented
+        return self.error_code == other.error_code and (self._unknown_tagged_fields or None) == (other._unknown_tagged_fields or None)  # type: ignore[attr-defined]
+
+    __hash__ = None  # type: ignore[assignment]
 
     def __init__(
         self,

@@ -45,6 +45,13 @@ class UpdateRaftVoterRequest(Message):
         __slots__ = ('name', 'host', 'port', '_unknown_tagged_fields')
         _FIELD_NAMES = ('name', 'host', 'port')
 
+        def __eq__(self, other: object) -> bool:
+            if type(other) is not type(self):
+                return NotImplemented
+            return self.name == other.name and self.host == other.host and self.port == other.port and (self._unknown_tagged_fields or None) == (other._unknown_tagged_fields or None)  # type: ignore[attr-defined]
+
+        __hash__ = None  # type: ignore[assignment]
+
         def __init__(
             self,
             *,
@@ -62,6 +69,13 @@ class UpdateRaftVoterRequest(Message):
         __slots__ = ('min_supported_version', 'max_supported_version', '_unknown_tagged_fields')
         _FIELD_NAMES = ('min_supported_version', 'max_supported_version')
 
+        def __eq__(self, other: object) -> bool:
+            if type(other) is not type(self):
+                return NotImplemented
+            return self.min_supported_version == other.min_supported_version and self.max_supported_version == other.max_supported_version and (self._unknown_tagged_fields or None) == (other._unknown_tagged_fields or None)  # type: ignore[attr-defined]
+
+        __hash__ = None  # type: ignore[assignment]
+
         def __init__(
             self,
             *,
@@ -72,6 +86,13 @@ class UpdateRaftVoterRequest(Message):
             self.min_supported_version = min_supported_version
             self.max_supported_version = max_supported_version
             self._unknown_tagged_fields = _unknown_tagged_fields
+
+    def __eq__(self, other: object) -> bool:
+        if type(other) is not type(self):
+            return NotImplemented
+        return self.cluster_id == other.cluster_id and self.current_leader_epoch == other.current_leader_epoch and self.voter_id == other.voter_id and self.voter_directory_id == other.voter_directory_id and self.listeners == other.listeners and self.k_raft_version_feature == other.k_raft_version_feature and (self._unknown_tagged_fields or None) == (other._unknown_tagged_fields or None)  # type: ignore[attr-defined]
+
+    __hash__ = None  # type: ignore[assignment]
 
     def __init__(
         self,
@@ -107,6 +128,13 @@ class UpdateRaftVoterResponse(Message):
         __slots__ = ('leader_id', 'leader_epoch', 'host', 'port', '_unknown_tagged_fields')
         _FIELD_NAMES = ('leader_id', 'leader_epoch', 'host', 'port')
 
+        def __eq__(self, other: object) -> bool:
+            if type(other) is not type(self):
+                return NotImplemented
+            return self.leader_id == other.leader_id and self.leader_epoch == other.leader_epoch and self.host == other.host and self.port == other.port and (self._unknown_tagged_fields or None) == (other._unknown_tagged_fields or None)  # type: ignore[attr-defined]
+
+        __hash__ = None  # type: ignore[assignment]
+
         def __init__(
             self,
             *,
@@ -121,6 +149,13 @@ class UpdateRaftVoterResponse(Message):
             self.host = host
             self.port = port
             self._unknown_tagged_fields = _unknown_tagged_fields
+
+    def __eq__(self, other: object) -> bool:
+        if type(other) is not type(self):
+            return NotImplemented
+        return self.throttle_time_ms == other.throttle_time_ms and self.error_code == other.error_code and self.current_leader == other.current_leader and (self._unknown_tagged_fields or None) == (other._unknown_tagged_fields or None)  # type: ignore[attr-defined]
+
+    __hash__ = None  # type: ignore[assignment]
 
     def __init__(
         self,

@@ -51,6 +51,13 @@ class WriteShareGroupStateRequest(Message):
                 __slots__ = ('first_offset', 'last_offset', 'delivery_state', 'delivery_count', '_unknown_tagged_fields')
                 _FIELD_NAMES = ('first_offset', 'last_offset', 'delivery_state', 'delivery_count')
 
+                def __eq__(self, other: object) -> bool:
+                    if type(other) is not type(self):
+                        return NotImplemented
+                    return self.first_offset == other.first_offset and self.last_offset == other.last_offset and self.delivery_state == other.delivery_state and self.delivery_count == other.delivery_count and (self._unknown_tagged_fields or None) == (other._unknown_tagged_fields or None)  # type: ignore[attr-defined]
+
+                __hash__ = None  # type: ignore[assignment]
+
                 def __init__(
                     self,
                     *,
@@ -65,6 +72,13 @@ class WriteShareGroupStateRequest(Message):
                     self.delivery_state = delivery_state
                     self.delivery_count = delivery_count
                     self._unknown_tagged_fields = _unknown_tagged_fields
+
+            def __eq__(self, other: object) -> bool:
+                if type(other) is not type(self):
+                    return NotImplemented
+                return self.partition == other.partition and self.state_epoch == other.state_epoch and self.leader_epoch == other.leader_epoch and self.start_offset == other.start_offset and self.state_batches == other.state_batches and (self._unknown_tagged_fields or None) == (other._unknown_tagged_fields or None)  # type: ignore[attr-defined]
+
+            __hash__ = None  # type: ignore[assignment]
 
             def __init__(
                 self,
@@ -83,6 +97,13 @@ class WriteShareGroupStateRequest(Message):
                 self.state_batches = [] if state_batches is DEFAULT else state_batches
                 self._unknown_tagged_fields = _unknown_tagged_fields
 
+        def __eq__(self, other: object) -> bool:
+            if type(other) is not type(self):
+                return NotImplemented
+            return self.topic_id == other.topic_id and self.partitions == other.partitions and (self._unknown_tagged_fields or None) == (other._unknown_tagged_fields or None)  # type: ignore[attr-defined]
+
+        __hash__ = None  # type: ignore[assignment]
+
         def __init__(
             self,
             *,
@@ -93,6 +114,13 @@ class WriteShareGroupStateRequest(Message):
             self.topic_id = topic_id
             self.partitions = [] if partitions is DEFAULT else partitions
             self._unknown_tagged_fields = _unknown_tagged_fields
+
+    def __eq__(self, other: object) -> bool:
+        if type(other) is not type(self):
+            return NotImplemented
+        return self.group_id == other.group_id and self.topics == other.topics and (self._unknown_tagged_fields or None) == (other._unknown_tagged_fields or None)  # type: ignore[attr-defined]
+
+    __hash__ = None  # type: ignore[assignment]
 
     def __init__(
         self,
@@ -124,6 +152,13 @@ class WriteShareGroupStateResponse(Message):
             __slots__ = ('partition', 'error_code', 'error_message', '_unknown_tagged_fields')
             _FIELD_NAMES = ('partition', 'error_code', 'error_message')
 
+            def __eq__(self, other: object) -> bool:
+                if type(other) is not type(self):
+                    return NotImplemented
+                return self.partition == other.partition and self.error_code == other.error_code and self.error_message == other.error_message and (self._unknown_tagged_fields or None) == (other._unknown_tagged_fields or None)  # type: ignore[attr-defined]
+
+            __hash__ = None  # type: ignore[assignment]
+
             def __init__(
                 self,
                 *,
@@ -137,6 +172,13 @@ class WriteShareGroupStateResponse(Message):
                 self.error_message = error_message
                 self._unknown_tagged_fields = _unknown_tagged_fields
 
+        def __eq__(self, other: object) -> bool:
+            if type(other) is not type(self):
+                return NotImplemented
+            return self.topic_id == other.topic_id and self.partitions == other.partitions and (self._unknown_tagged_fields or None) == (other._unknown_tagged_fields or None)  # type: ignore[attr-defined]
+
+        __hash__ = None  # type: ignore[assignment]
+
         def __init__(
             self,
             *,
@@ -147,6 +189,13 @@ class WriteShareGroupStateResponse(Message):
             self.topic_id = topic_id
             self.partitions = [] if partitions is DEFAULT else partitions
             self._unknown_tagged_fields = _unknown_tagged_fields
+
+    def __eq__(self, other: object) -> bool:
+        if type(other) is not type(self):
+            return NotImplemented
+        return self.results == other.results and (self._unknown_tagged_fields or None) == (other._unknown_tagged_fields or None)  # type: ignore[attr-defined]
+
+    __hash__ = None  # type: ignore[assignment]
 
     def __init__(
         self,

@@ -47,6 +47,13 @@ class WriteTxnMarkersRequest(Message):
             __slots__ = ('name', 'partition_indexes', '_unknown_tagged_fields')
             _FIELD_NAMES = ('name', 'partition_indexes')
 
+            def __eq__(self, other: object) -> bool:
+                if type(other) is not type(self):
+                    return NotImplemented
+                return self.name == other.name and self.partition_indexes == other.partition_indexes and (self._unknown_tagged_fields or None) == (other._unknown_tagged_fields or None)  # type: ignore[attr-defined]
+
+            __hash__ = None  # type: ignore[assignment]
+
             def __init__(
                 self,
                 *,
@@ -57,6 +64,13 @@ class WriteTxnMarkersRequest(Message):
                 self.name = name
                 self.partition_indexes = [] if partition_indexes is DEFAULT else partition_indexes
                 self._unknown_tagged_fields = _unknown_tagged_fields
+
+        def __eq__(self, other: object) -> bool:
+            if type(other) is not type(self):
+                return NotImplemented
+            return self.producer_id == other.producer_id and self.producer_epoch == other.producer_epoch and self.transaction_result == other.transaction_result and self.topics == other.topics and self.coordinator_epoch == other.coordinator_epoch and (self._unknown_tagged_fields or None) == (other._unknown_tagged_fields or None)  # type: ignore[attr-defined]
+
+        __hash__ = None  # type: ignore[assignment]
 
         def __init__(
             self,
@@ -74,6 +88,13 @@ class WriteTxnMarkersRequest(Message):
             self.topics = [] if topics is DEFAULT else topics
             self.coordinator_epoch = coordinator_epoch
             self._unknown_tagged_fields = _unknown_tagged_fields
+
+    def __eq__(self, other: object) -> bool:
+        if type(other) is not type(self):
+            return NotImplemented
+        return self.markers == other.markers and (self._unknown_tagged_fields or None) == (other._unknown_tagged_fields or None)  # type: ignore[attr-defined]
+
+    __hash__ = None  # type: ignore[assignment]
 
     def __init__(
         self,
@@ -107,6 +128,13 @@ class WriteTxnMarkersResponse(Message):
                 __slots__ = ('partition_index', 'error_code', '_unknown_tagged_fields')
                 _FIELD_NAMES = ('partition_index', 'error_code')
 
+                def __eq__(self, other: object) -> bool:
+                    if type(other) is not type(self):
+                        return NotImplemented
+                    return self.partition_index == other.partition_index and self.error_code == other.error_code and (self._unknown_tagged_fields or None) == (other._unknown_tagged_fields or None)  # type: ignore[attr-defined]
+
+                __hash__ = None  # type: ignore[assignment]
+
                 def __init__(
                     self,
                     *,
@@ -117,6 +145,13 @@ class WriteTxnMarkersResponse(Message):
                     self.partition_index = partition_index
                     self.error_code = error_code
                     self._unknown_tagged_fields = _unknown_tagged_fields
+
+            def __eq__(self, other: object) -> bool:
+                if type(other) is not type(self):
+                    return NotImplemented
+                return self.name == other.name and self.partitions == other.partitions and (self._unknown_tagged_fields or None) == (other._unknown_tagged_fields or None)  # type: ignore[attr-defined]
+
+            __hash__ = None  # type: ignore[assignment]
 
             def __init__(
                 self,
@@ -129,6 +164,13 @@ class WriteTxnMarkersResponse(Message):
                 self.partitions = [] if partitions is DEFAULT else partitions
                 self._unknown_tagged_fields = _unknown_tagged_fields
 
+        def __eq__(self, other: object) -> bool:
+            if type(other) is not type(self):
+                return NotImplemented
+            return self.producer_id == other.producer_id and self.topics == other.topics and (self._unknown_tagged_fields or None) == (other._unknown_tagged_fields or None)  # type: ignore[attr-defined]
+
+        __hash__ = None  # type: ignore[assignment]
+
         def __init__(
             self,
             *,
@@ -139,6 +181,13 @@ class WriteTxnMarkersResponse(Message):
             self.producer_id = producer_id
             self.topics = [] if topics is DEFAULT else topics
             self._unknown_tagged_fields = _unknown_tagged_fields
+
+    def __eq__(self, other: object) -> bool:
+        if type(other) is not type(self):
+            return NotImplemented
+        return self.markers == other.markers and (self._unknown_tagged_fields or None) == (other._unknown_tagged_fields or None)  # type: ignore[attr-defined]
+
+    __hash__ = None  # type: ignore[assignment]
 
     def __init__(
         self,
