@@ -27,8 +27,9 @@ from kafkasim.protocol.primitives import Message
 if TYPE_CHECKING:
     from kafkasim.broker.server import KafkaServer
 
-# api key -> (min, max) advertised; every entry has a handler below.
-SUPPORTED_VERSIONS: dict[int, tuple[int, int]] = {
+# api key -> (min, max) advertised by the core handlers below; feature modules (groups, admin,
+# idempotence, ...) add theirs with KafkaApis.register().
+CORE_VERSIONS: dict[int, tuple[int, int]] = {
     A.PRODUCE: (3, 9),
     A.FETCH: (4, 12),
     A.LIST_OFFSETS: (1, 7),
@@ -48,7 +49,9 @@ Handler = Callable[[RequestHeader, Any], Awaitable[Optional[Message]]]
 class KafkaApis:
     def __init__(self, server: "KafkaServer") -> None:
         self.server = server
-        self.handlers: dict[int, Handler] = {
+        self.supported: dict[int, tuple[int, int]] = {}
+        self.handlers: dict[int, Handler] = {}
+        core: dict[int, Handler] = {
             A.API_VERSIONS: self.handle_api_versions,
             A.METADATA: self.handle_metadata,
             A.PRODUCE: self.handle_produce,
@@ -56,11 +59,17 @@ class KafkaApis:
             A.LIST_OFFSETS: self.handle_list_offsets,
             A.CREATE_TOPICS: self.handle_create_topics,
         }
-        assert set(self.handlers) == set(SUPPORTED_VERSIONS)
+        for key, handler in core.items():
+            self.register(key, *CORE_VERSIONS[key], handler)
 
-    @staticmethod
-    def is_supported(api_key: int, version: int) -> bool:
-        rng = SUPPORTED_VERSIONS.get(api_key)
+    def register(self, api_key: int, min_version: int, max_version: int, handler: Handler) -> None:
+        """Advertise [min, max] for api_key and route its requests to handler. Only what is
+        registered is advertised, so ApiVersions never claims an API the broker lacks."""
+        self.supported[api_key] = (min_version, max_version)
+        self.handlers[api_key] = handler
+
+    def is_supported(self, api_key: int, version: int) -> bool:
+        rng = self.supported.get(api_key)
         return rng is not None and rng[0] <= version <= rng[1]
 
     async def handle(self, header: RequestHeader, request: Any) -> Optional[Message]:
@@ -69,7 +78,7 @@ class KafkaApis:
     # ---------------------------------------------------------------- ApiVersions
     async def handle_api_versions(self, header: RequestHeader, req: ApiVersionsRequest) -> Message:
         keys = [ApiVersionsResponse.ApiVersion(api_key=k, min_version=lo, max_version=hi)
-                for k, (lo, hi) in sorted(SUPPORTED_VERSIONS.items())]
+                for k, (lo, hi) in sorted(self.supported.items())]
         return ApiVersionsResponse(error_code=E.NONE, api_keys=keys, throttle_time_ms=0)
 
     # ---------------------------------------------------------------- Metadata

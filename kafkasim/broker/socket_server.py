@@ -12,7 +12,6 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from kafkasim.broker.kafka_apis import SUPPORTED_VERSIONS
 from kafkasim.protocol import api as A
 from kafkasim.protocol.errors import ProtocolError
 from kafkasim.protocol.framing import (api_versions_unsupported_response, encode_response,
@@ -67,7 +66,7 @@ class SocketServer:
             ids = peek_request_ids(frame)
             if not apis.is_supported(ids.api_key, ids.api_version):
                 if ids.api_key == A.API_VERSIONS:
-                    lo, hi = SUPPORTED_VERSIONS[A.API_VERSIONS]
+                    lo, hi = apis.supported[A.API_VERSIONS]
                     await stream.write(api_versions_unsupported_response(ids.correlation_id, lo, hi))
                     return True
                 raise ProtocolError(f"unsupported api key {ids.api_key} version {ids.api_version}")
