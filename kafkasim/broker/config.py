@@ -19,6 +19,7 @@ class BrokerConfig:
     default_replication_factor: int = 1        # default.replication.factor
     auto_create_topics_enable: bool = True     # auto.create.topics.enable
     socket_request_max_bytes: int = 104857600  # socket.request.max.bytes
+    connections_max_idle_ms: int = 600000      # connections.max.idle.ms
     message_max_bytes: int = 1048588           # message.max.bytes
     log_segment_bytes: int = 1 << 30           # log.segment.bytes
     log_flush_interval_messages: int = 2**63 - 1  # log.flush.interval.messages

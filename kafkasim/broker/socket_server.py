@@ -16,10 +16,40 @@ from kafkasim.protocol import api as A
 from kafkasim.protocol.errors import ProtocolError
 from kafkasim.protocol.framing import (api_versions_unsupported_response, encode_response,
                                        parse_request_frame, peek_request_ids)
-from kafkasim.runtime.api import ConnectionClosed, FrameTooLarge, NetworkError, Server, Stream
+from kafkasim.runtime.api import ConnectionClosed, FrameTooLarge, NetworkError, NodeRuntime, Server, Stream
 
 if TYPE_CHECKING:
     from kafkasim.broker.server import KafkaServer
+
+
+class _IdleReaper:
+    """connections.max.idle.ms: close a connection with no request for that long. One timer per
+    connection, re-armed lazily, so the request path only stores a timestamp."""
+
+    def __init__(self, rt: NodeRuntime, stream: Stream, idle_ms: int) -> None:
+        self.rt, self.stream, self.idle_ms = rt, stream, idle_ms
+        self.last = rt.monotonic_ms()
+        self.in_flight = False
+        self.timer = rt.call_later(idle_ms, self._check) if idle_ms > 0 else None
+
+    def busy(self) -> None:
+        self.in_flight = True
+
+    def touch(self) -> None:
+        self.in_flight = False
+        self.last = self.rt.monotonic_ms()
+
+    def _check(self) -> None:
+        quiet = self.rt.monotonic_ms() - self.last
+        if not self.in_flight and quiet >= self.idle_ms:
+            self.rt.trace("connection_closed", peer=list(self.stream.peer), reason="idle")
+            self.stream.close()
+            return
+        self.timer = self.rt.call_later(max(1.0, self.idle_ms - quiet), self._check)
+
+    def stop(self) -> None:
+        if self.timer is not None:
+            self.timer.cancel()
 
 
 class SocketServer:
@@ -48,17 +78,22 @@ class SocketServer:
 
     async def _serve(self, stream: Stream) -> None:
         rt = self.server.rt
-        apis = self.server.apis
         max_bytes = self.server.config.socket_request_max_bytes
-        while True:
-            try:
-                frame = await stream.read_frame(max_bytes)
-            except FrameTooLarge as exc:
-                rt.trace("connection_closed", peer=list(stream.peer), reason=str(exc))
-                return
-            reply = await self._process(memoryview(frame), stream)
-            if reply is False:
-                return
+        idle = _IdleReaper(rt, stream, self.server.config.connections_max_idle_ms)
+        try:
+            while True:
+                try:
+                    frame = await stream.read_frame(max_bytes)
+                except FrameTooLarge as exc:
+                    rt.trace("connection_closed", peer=list(stream.peer), reason=str(exc))
+                    return
+                idle.busy()
+                reply = await self._process(memoryview(frame), stream)
+                idle.touch()
+                if reply is False:
+                    return
+        finally:
+            idle.stop()
 
     async def _process(self, frame: memoryview, stream: Stream) -> bool:
         rt, apis = self.server.rt, self.server.apis

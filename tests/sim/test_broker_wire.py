@@ -113,3 +113,19 @@ def test_metadata_auto_creates_and_rejects_illegal_names() -> None:
     auto = second.topics[0]
     assert auto.error_code == 0 and len(auto.partitions) == 2 and auto.partitions[0].leader_id == 0
     assert auto.topic_id != bytes(16)
+
+
+def test_idle_connection_is_closed_after_connections_max_idle_ms() -> None:
+    async def body(rt: NodeRuntime) -> Any:
+        s = await rt.net.connect("broker-0", 9092, 1000)
+        await s.write(_req(3, 1, MetadataRequest(topics=None)))
+        await s.read_frame(1 << 20)
+        t0 = rt.monotonic_ms()
+        try:
+            await s.read_frame(1 << 20)
+        except ConnectionClosed:
+            return rt.monotonic_ms() - t0
+        return None
+
+    waited = _with_broker(body, connections_max_idle_ms=2000)
+    assert waited is not None and 1990 <= waited <= 2010
