@@ -184,7 +184,7 @@ def parse_message(doc: dict[str, Any], source: str) -> MessageDef:
                 type=rf["type"],
                 versions=Versions.parse(rf.get("versions")),
                 nullable=Versions.parse(rf.get("nullableVersions")),
-                tag=rf.get("tag"),
+                tag=None if rf.get("tag") is None else int(rf["tag"]),  # BrokerHeartbeat writes "0"
                 tagged=Versions.parse(rf.get("taggedVersions")),
                 ignorable=bool(rf.get("ignorable", False)),
                 default=None if "default" not in rf else str(rf["default"]),

@@ -294,3 +294,18 @@ def test_error_codes() -> None:
     assert set(range(-1, 111)) <= set(errors.ERRORS)
     assert issubclass(UnsupportedVersionError, ProtocolError)
     assert ResponseHeader(correlation_id=1).encode(0) == h("00000001")
+
+
+def test_strings_longer_than_0x7fff_bytes_are_refused_both_ways() -> None:
+    long_topic = MetadataRequest(topics=[MetadataRequest.MetadataRequestTopic(name="x" * 0x8000)])
+    with pytest.raises(ProtocolError, match="exceeds"):
+        long_topic.encode(9)
+    MetadataRequest(topics=[MetadataRequest.MetadataRequestTopic(name="x" * 0x7FFF)]).encode(9)
+    # compact string claiming 0x8000 bytes (uvarint 0x8001 = 81 80 02)
+    with pytest.raises(ProtocolError):
+        MetadataRequest.decode(h("02 00000000000000000000000000000000 818002") + b"x" * 0x8000 + h("00 00 00 00 00"), 9)
+
+
+def test_invalid_utf8_decodes_with_replacement_like_java() -> None:
+    d = MetadataRequest.decode(h("00000001 0002 c328"), 0)
+    assert d.topics[0].name == "\ufffd("

@@ -209,7 +209,7 @@ _BrokerHeartbeatRequest.SPEC = (
     FieldSpec('current_metadata_offset', 'CurrentMetadataOffset', 'int64', None, (0, 32767), (1, 0), None, (1, 0), False, None, 0),
     FieldSpec('want_fence', 'WantFence', 'bool', None, (0, 32767), (1, 0), None, (1, 0), False, None, False),
     FieldSpec('want_shut_down', 'WantShutDown', 'bool', None, (0, 32767), (1, 0), None, (1, 0), False, None, False),
-    FieldSpec('offline_log_dirs', 'OfflineLogDirs', '[]uuid', None, (1, 32767), (1, 0), '0', (1, 32767), False, None, DEFAULT),
+    FieldSpec('offline_log_dirs', 'OfflineLogDirs', '[]uuid', None, (1, 32767), (1, 0), 0, (1, 32767), False, None, DEFAULT),
 )
 _BrokerHeartbeatResponse.SPEC = (
     FieldSpec('throttle_time_ms', 'ThrottleTimeMs', 'int32', None, (0, 32767), (1, 0), None, (1, 0), False, None, 0),
