@@ -63,9 +63,23 @@ class KafkaZkClient:
             data, _ = await self.zk.get(Z.CLUSTER_ID)
             return str(json.loads(data)["id"])
 
-    async def register_broker(self, broker_id: int, host: str, port: int, rack: Optional[str]) -> None:
+    async def register_broker(self, broker_id: int, host: str, port: int, rack: Optional[str],
+                              retry_ms: float = 1000.0) -> None:
+        """Create /brokers/ids/<id>. After a crash the previous incarnation's ephemeral znode
+        lives until its session expires, so, like Kafka's checkedEphemeralCreate, wait for it to go
+        rather than fail (and fail only if our own session already owns it... which is success)."""
         data = Z.broker_registration_json(host, port, self.rt.now_ms(), rack)
-        await self.zk.create(f"{Z.BROKER_IDS}/{broker_id}", data, ephemeral=True)
+        path = f"{Z.BROKER_IDS}/{broker_id}"
+        while True:
+            try:
+                await self.zk.create(path, data, ephemeral=True)
+                return
+            except NodeExistsError:
+                st = await self.zk.exists(path)
+                if st is not None and st.ephemeral_owner == self.zk.session_id:
+                    return
+                self.rt.trace("broker_registration_waiting", broker_id=broker_id, owner=st.ephemeral_owner if st else 0)
+                await self.rt.sleep(retry_ms)
 
     async def live_brokers(self) -> list[Z.BrokerInfo]:
         out = []

@@ -20,7 +20,7 @@ from kafkasim.broker.metadata_cache import MetadataCache, PartitionMeta, TopicMe
 from kafkasim.broker.replica_manager import ReplicaManager
 from kafkasim.broker.socket_server import SocketServer
 from kafkasim.protocol import errors as E
-from kafkasim.runtime.api import NodeRuntime, ZkClient
+from kafkasim.runtime.api import NodeRuntime, NoNodeError, WatchEvent, ZkClient
 
 META_PROPERTIES = "meta.properties"
 
@@ -77,13 +77,30 @@ class KafkaServer:
         self.metadata_cache.cluster_id = cluster_id
         self.port = await self.socket_server.start(cfg.host, cfg.port)
         await self.kzk.register_broker(cfg.broker_id, cfg.host, self.port, cfg.rack)
-        epoch = await self.kzk.try_become_controller(cfg.broker_id)
-        if epoch > 0:
-            self.controller_epoch = epoch
-            self.metadata_cache.controller_id = cfg.broker_id
+        await self.elect_controller()
         await self.refresh_metadata()
         rt.trace("broker_started", broker_id=cfg.broker_id, port=self.port, cluster_id=cluster_id,
                  controller_epoch=self.controller_epoch)
+
+    async def elect_controller(self) -> None:
+        """Become controller if /controller is free; otherwise watch it and try again when it
+        goes (the previous controller's session ended). The cluster work grows this into
+        KafkaController's election and failover."""
+        assert self.kzk is not None and self.zk is not None
+        epoch = await self.kzk.try_become_controller(self.config.broker_id)
+        if epoch > 0:
+            self.controller_epoch = epoch
+            self.metadata_cache.controller_id = self.config.broker_id
+            self.rt.trace("controller_elected", broker_id=self.config.broker_id, epoch=epoch)
+            return
+        try:
+            data, _ = await self.zk.get(Z.CONTROLLER, watch=self._on_controller_change)
+            self.metadata_cache.controller_id = Z.parse_controller(data)
+        except NoNodeError:
+            self.rt.spawn(self.elect_controller(), name="controller election")
+
+    def _on_controller_change(self, event: WatchEvent) -> None:
+        self.rt.spawn(self.elect_controller(), name="controller election")
 
     def _read_meta_properties(self) -> dict[str, str]:
         path = f"{self.config.log_dir}/{META_PROPERTIES}"

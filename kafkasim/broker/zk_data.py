@@ -121,6 +121,10 @@ def parse_partition_state(data: bytes) -> PartitionState:
     return PartitionState(obj["leader"], obj["leader_epoch"], list(obj["isr"]), obj["controller_epoch"])
 
 
+def parse_controller(data: bytes) -> int:
+    return int(json.loads(data)["brokerid"])
+
+
 def controller_json(broker_id: int, timestamp_ms: int) -> bytes:
     return _dump({"version": 2, "brokerid": broker_id, "timestamp": str(timestamp_ms), "kraftControllerEpoch": -1})
 
