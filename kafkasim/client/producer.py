@@ -3,7 +3,7 @@
 Per partition, records queue in an accumulator; one sender task per partition lingers
 `linger_ms`, builds a record batch v2 of up to `batch_size` bytes and sends it with at most one
 request in flight (so retries cannot reorder a partition). Retriable errors (leader moves,
-timeouts, dropped connections) refresh metadata and retry up to `retries` times; a retried
+timeouts, dropped connections) refresh metadata and retry until `delivery.timeout.ms`; a retried
 batch may be written twice without idempotence, which is exactly the anomaly the checkers
 look for. Keys are partitioned with Kafka's murmur2 so keyed data lands where Java's client
 would put it.
@@ -77,7 +77,8 @@ class ProducerConfig:
     acks: int = -1                 # acks
     linger_ms: float = 5.0         # linger.ms
     batch_size: int = 16384        # batch.size
-    retries: int = 10              # retries
+    retries: int = 2**31 - 1       # retries (Kafka's default: retry until delivery.timeout.ms)
+    delivery_timeout_ms: float = 120000  # delivery.timeout.ms
     retry_backoff_ms: float = 100  # retry.backoff.ms
     request_timeout_ms: float = 30000  # request.timeout.ms
     compression: str = "none"      # compression.type
@@ -142,6 +143,7 @@ class Producer:
         topic, partition = tp
         records = build_batch([b.record for b in batch], compression=self.codec)
         attempt = 0
+        deadline = self.rt.monotonic_ms() + self.config.delivery_timeout_ms
         while True:
             code, base = await self._produce_once(topic, partition, records)
             if code == E.NONE:
@@ -149,7 +151,8 @@ class Producer:
                     b.future.set_result(RecordMetadata(topic, partition, base + i if base >= 0 else -1))
                 return
             attempt += 1
-            if code not in RETRIABLE or attempt > self.config.retries:
+            expired = self.rt.monotonic_ms() >= deadline
+            if code not in RETRIABLE or attempt > self.config.retries or expired:
                 for b in batch:
                     b.future.set_result(RecordMetadata(topic, partition, -1, code))
                 return
