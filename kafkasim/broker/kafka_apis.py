@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any, Awaitable, Callable, Optional
 
+from kafkasim.broker import producer_id_manager
 from kafkasim.broker.kafka_zk_client import TopicError
 from kafkasim.broker.replica_manager import FetchSpec
 from kafkasim.protocol import api as A
@@ -61,6 +62,7 @@ class KafkaApis:
         }
         for key, handler in core.items():
             self.register(key, *CORE_VERSIONS[key], handler)
+        producer_id_manager.register(self)  # InitProducerId (the idempotent producer)
 
     def register(self, api_key: int, min_version: int, max_version: int, handler: Handler) -> None:
         """Advertise [min, max] for api_key and route its requests to handler. Only what is

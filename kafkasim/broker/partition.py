@@ -10,6 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Optional
 
+from kafkasim.broker.producer_state import ProducerStateError, ProducerStateManager
 from kafkasim.protocol import errors as E
 from kafkasim.records.batch import MAGIC_VALUE_V2, BatchHeader, iter_batches, peek_magic
 from kafkasim.records.errors import CorruptReason, CorruptRecordError
@@ -65,6 +66,7 @@ class Partition:
         self.is_leader = is_leader
         self.high_watermark = log.log_end_offset
         self._waiters: list[Future[Any]] = []
+        self.producer_state = ProducerStateManager.load(log, f"{topic}-{index}")  # snapshot + log replay
 
     @property
     def log_end_offset(self) -> int:
@@ -77,7 +79,14 @@ class Partition:
     def append_records_to_leader(self, validated: ValidatedRecords) -> AppendInfo:
         if not self.is_leader:
             raise AppendError(E.NOT_LEADER_OR_FOLLOWER, f"not the leader of {self.topic}-{self.index}")
+        try:  # idempotence: a duplicate of one of a producer's last 5 batches answers its original offsets
+            duplicate = self.producer_state.analyze_append(validated.headers, self.log.log_end_offset)
+        except ProducerStateError as exc:
+            raise AppendError(exc.error_code, str(exc)) from exc
+        if duplicate is not None:
+            return duplicate
         info = self.log.append_as_leader(validated.buf, validated.headers, self.leader_epoch)
+        self.producer_state.on_append(info)
         self.high_watermark = self.log.log_end_offset  # ISR = {this broker}
         self.wake_waiters()
         return info
