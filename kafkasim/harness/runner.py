@@ -15,10 +15,12 @@ from kafkasim.broker.config import BrokerConfig
 from kafkasim.broker.server import KafkaServer
 from kafkasim.client.cluster import ClientCluster
 from kafkasim.harness.checkers import Anomaly, CheckResult, check_all
+from kafkasim.harness.faults import Fault
 from kafkasim.harness.scenario import Scenario
 from kafkasim.harness.workload import History, run_consumer, run_producer
 from kafkasim.protocol import errors as E
 from kafkasim.runtime.host import code_version, wall_seconds
+from kafkasim.runtime.sim.kernel import Owner
 from kafkasim.runtime.sim.world import SimWorld
 
 BROKER_PORT = 9092
@@ -45,12 +47,17 @@ def _broker_config(scenario: Scenario, broker_id: int, host: str) -> BrokerConfi
     return cfg
 
 
+def start_broker(world: SimWorld, scenario: Scenario, name: str) -> None:
+    node = world.nodes[name]
+    server = KafkaServer(node.runtime, _broker_config(scenario, int(name.split("-")[1]), name))
+    node.runtime.spawn(server.startup(), name="broker startup")
+
+
 def build_world(scenario: Scenario, seed: int, trace_out: Any, history: History) -> tuple[SimWorld, list[Any]]:
     world = SimWorld(seed, trace_out, latency_ms=scenario.latency_ms)
     for i in range(scenario.brokers):
-        node = world.add_node(f"broker-{i}")
-        server = KafkaServer(node.runtime, _broker_config(scenario, i, node.name))
-        node.runtime.spawn(server.startup(), name="broker startup")
+        world.add_node(f"broker-{i}")
+        start_broker(world, scenario, f"broker-{i}")
     bootstrap = ",".join(f"broker-{i}:{BROKER_PORT}" for i in range(scenario.brokers))
     ready = world.kernel.future()
     admin = world.add_node("admin")
@@ -90,21 +97,56 @@ async def _create_topics(rt: Any, bootstrap: str, scenario: Scenario, ready: Any
     ready.set_result(None)
 
 
+def apply_fault(world: SimWorld, scenario: Scenario, fault: Fault) -> None:
+    world.emit("harness", "fault", fault.describe())
+    if fault.kind == "crash":
+        for name in fault.targets:
+            world.nodes[name].crash(fault.mode)
+    elif fault.kind == "restart":
+        for name in fault.targets:
+            node = world.nodes[name]
+            if node.alive:
+                continue
+            node.restart()
+            if name.startswith("broker-"):
+                start_broker(world, scenario, name)
+    elif fault.kind == "partition":
+        world.net.partition(fault.sides[0], fault.sides[1])
+    elif fault.kind == "block":
+        world.net.block(fault.src, fault.dst)
+    elif fault.kind == "clog":
+        world.net.clog(fault.src, fault.dst, fault.extra_ms)
+    elif fault.kind == "heal":
+        world.net.heal()
+
+
+def schedule_faults(world: SimWorld, scenario: Scenario) -> None:
+    for name in sorted({n for f in scenario.faults for n in f.targets}):
+        if name not in world.nodes:
+            raise ValueError(f"{scenario.path}: fault targets unknown node {name!r} (nodes: {sorted(world.nodes)})")
+    harness = Owner("harness")
+    for fault in scenario.faults:
+        world.kernel.call_later(harness, fault.at_ms, lambda f=fault: apply_fault(world, scenario, f))
+
+
 def run_scenario(scenario: Scenario, seed: int, out_dir: Optional[str] = None) -> RunResult:
     out_dir = out_dir or default_out_dir(scenario, seed)
     os.makedirs(out_dir, exist_ok=True)
     history = History()
     wall_start = wall_seconds()
+    last_fault_ms = max((f.at_ms for f in scenario.faults), default=0.0)
+    deadline = min(scenario.duration_ms, last_fault_ms + scenario.liveness_ms)
     with open(os.path.join(out_dir, "trace.jsonl"), "w") as trace_out:
         world, finals = build_world(scenario, seed, trace_out, history)
-        while world.now_ms() < scenario.duration_ms and not all(t.done() for t in finals):
-            world.run(min(world.now_ms() + STEP_MS, scenario.duration_ms))
+        schedule_faults(world, scenario)
+        while world.now_ms() < deadline and not all(t.done() for t in finals):
+            world.run(min(world.now_ms() + STEP_MS, deadline))
         completed = all(t.done() for t in finals)
         results = check_all(history)
         world.emit("harness", "run_end", {"completed": completed, "sends": len(history.sends),
                                           "polls": len(history.polls)})
     wall = wall_seconds() - wall_start
-    run = _run_json(scenario, seed, world, history, results, completed, wall)
+    run = _run_json(scenario, seed, world, history, results, completed, wall, deadline)
     with open(os.path.join(out_dir, "run.json"), "w") as f:
         json.dump(run, f, indent=2, sort_keys=True)
     return RunResult(run, out_dir)
@@ -122,12 +164,14 @@ def _percentiles(values: list[float]) -> Optional[dict[str, float]]:
 
 
 def _run_json(scenario: Scenario, seed: int, world: SimWorld, history: History, results: list[CheckResult],
-              completed: bool, wall_s: float) -> dict[str, Any]:
+              completed: bool, wall_s: float, deadline_ms: float) -> dict[str, Any]:
     # A task that died of an exception nobody handled is a bug in the node's code.
     extra = [CheckResult("task-error", [Anomaly("task-error", {"node": o, "task": t, "error": e})
                                         for o, t, e in world.failures])]
-    liveness = CheckResult("completed", [] if completed else [Anomaly("completed", {
-        "reason": f"workload did not finish within duration_ms={scenario.duration_ms}"})])
+    liveness = CheckResult("liveness", [] if completed else [Anomaly("liveness", {
+        "reason": "the workload did not finish by the deadline (last fault + heal.liveness_ms, capped by "
+                  "scenario.duration_ms)", "deadline_ms": deadline_ms,
+        "acked": len(history.acked()), "unresolved_sends": sum(1 for s in history.sends if s.ok is None)})])
     checks, anomalies = [], []
     for r in results + extra + [liveness]:
         expected = r.name in scenario.expected
@@ -139,7 +183,7 @@ def _run_json(scenario: Scenario, seed: int, world: SimWorld, history: History, 
     return {
         "schema_version": 1, "scenario": scenario.name, "scenario_path": scenario.path, "seed": seed, "world": "sim",
         "code_version": code_version(), "verdict": verdict, "trace_hash": world.trace.hexdigest(),
-        "checks": checks, "anomalies": anomalies, "faults": [],
+        "checks": checks, "anomalies": anomalies, "faults": [f.describe() for f in scenario.faults],
         "stats": {"sim_time_ms": sim_ms, "wall_time_s": round(wall_s, 3),
                   "sim_to_wall_ratio": round(sim_ms / 1000.0 / wall_s, 3) if wall_s > 0 else 0.0,
                   "events": world.trace.count, "produced": len(history.sends), "acked": len(acked),

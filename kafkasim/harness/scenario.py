@@ -7,8 +7,10 @@ import tomllib
 from dataclasses import dataclass, field
 from typing import Any
 
+from kafkasim.harness.faults import Fault, parse_faults
+
 ANOMALY_KINDS = ("lost-write", "duplicate", "reorder", "inconsistent-offsets", "poll-skip",
-                 "nonmonotonic-poll", "unseen", "task-error")
+                 "nonmonotonic-poll", "unseen", "task-error", "liveness")
 
 
 class ScenarioError(ValueError):
@@ -53,6 +55,8 @@ class Scenario:
     consumer: ConsumerSpec = field(default_factory=ConsumerSpec)
     latency_ms: tuple[float, float] = (0.1, 0.8)
     expected: list[str] = field(default_factory=list)  # anomalies this config allows
+    faults: list[Fault] = field(default_factory=list)
+    liveness_ms: float = 60000.0  # after the last fault the workload must finish within this
 
 
 class _Reader:
@@ -114,7 +118,7 @@ def load_scenario(path: str) -> Scenario:
 
 def parse_scenario(path: str, raw: dict[str, Any]) -> Scenario:
     root = _Reader(path, raw, "")
-    root.unknown({"scenario", "cluster", "topics", "workload", "network", "guarantees"})
+    root.unknown({"scenario", "cluster", "topics", "workload", "network", "guarantees", "faults", "heal"})
     meta = root.sub("scenario")
     name = meta.get("name", str, None, "a string")
     if not name:
@@ -152,6 +156,11 @@ def parse_scenario(path: str, raw: dict[str, Any]) -> Scenario:
     if len(lat) != 2 or not all(isinstance(x, (int, float)) for x in lat) or not 0 <= lat[0] <= lat[1]:
         raise net.fail("latency_ms", "[min, max] with 0 <= min <= max", lat)
     s.latency_ms = (float(lat[0]), float(lat[1]))
+    s.faults = parse_faults(path, root.get("faults", list, [], "an array of tables [[faults]]"),
+                            lambda key, expected, got: root.fail(key, expected, got))
+    heal = root.sub("heal")
+    heal.unknown({"liveness_ms"})
+    s.liveness_ms = float(heal.positive("liveness_ms", 60000, integer=False))
     g = root.sub("guarantees")
     s.expected = list(g.get("expected", list, [], f"a list of anomaly kinds from {list(ANOMALY_KINDS)}"))
     for kind in s.expected:
