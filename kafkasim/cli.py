@@ -1,6 +1,9 @@
 """kafkasim's command line.
 
   kafkasim run SCENARIO --seed N [--out DIR]       one simulated run; exit 0 iff its checks hold
+  kafkasim sweep SCENARIO_OR_DIR --seeds A-B --jobs J [--out DIR]
+                                                    many runs, progress bar, JUnit XML
+  kafkasim replay RUN_JSON                          re-run; verify the trace hash bit for bit
   kafkasim serve --port P --log-dir DIR [--zookeeper HOST:PORT] [--broker-id N]
                                                     the same broker on real sockets and disks
   kafkasim load --bootstrap HOST:PORT --topic T     the workload's producer + consumer, for real
@@ -40,6 +43,40 @@ def _cmd_run(args: argparse.Namespace) -> int:
     return 0 if result.passed else 1
 
 
+def _cmd_sweep(args: argparse.Namespace) -> int:
+    from kafkasim.harness.scenario import ScenarioError
+    from kafkasim.harness.sweep import parse_seeds, sweep
+
+    try:
+        seeds = parse_seeds(args.seeds)
+        results = sweep(args.scenarios, seeds, args.jobs, args.out, args.junit or f"{args.out}/junit.xml")
+    except (ScenarioError, ValueError) as exc:
+        print(f"kafkasim: {exc}", file=sys.stderr)
+        return 2
+    failing = [r for r in results if r["verdict"] != "pass"]
+    expected = sorted({e for r in results for e in r["expected"]})
+    print(f"{len(results)} runs, {len(results) - len(failing)} passed, {len(failing)} failed"
+          + (f"; expected anomalies seen: {', '.join(expected)}" if expected else ""))
+    for r in failing:
+        print(f"  FAIL {r['scenario']} seed {r['seed']}: {', '.join(r['violations'])}  "
+              f"(kafkasim run {r['path']} --seed {r['seed']})")
+    return 1 if failing else 0
+
+
+def _cmd_replay(args: argparse.Namespace) -> int:
+    from kafkasim.harness.replay import replay
+
+    res = replay(args.run_json)
+    if res.identical:
+        print(f"replay identical: trace hash {res.replay_hash}")
+        return 0
+    print(f"replay DIVERGED: recorded {res.original_hash}, replayed {res.replay_hash}")
+    if res.first_divergence:
+        line, a, b = res.first_divergence
+        print(f"first diverging event, trace line {line}:\n  recorded: {a}\n  replayed: {b}")
+    return 1
+
+
 def _cmd_serve(args: argparse.Namespace) -> int:
     from kafkasim.runtime.real.serve import serve
 
@@ -71,6 +108,16 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("--seed", type=int, default=1)
     r.add_argument("--out", help="report directory (default reports/runs/<scenario>/seed-<N>)")
     r.set_defaults(fn=_cmd_run)
+    sw = sub.add_parser("sweep", help="run scenarios over many seeds in local processes")
+    sw.add_argument("scenarios", help="a scenario file or a directory of them")
+    sw.add_argument("--seeds", default="1-20", help="N, A-B or a comma list (default 1-20)")
+    sw.add_argument("--jobs", type=int, default=2)
+    sw.add_argument("--out", default="reports", help="reports directory (runs go to OUT/runs/...)")
+    sw.add_argument("--junit", help="JUnit XML path (default OUT/junit.xml)")
+    sw.set_defaults(fn=_cmd_sweep)
+    rp = sub.add_parser("replay", help="re-run a recorded run and verify its trace hash")
+    rp.add_argument("run_json")
+    rp.set_defaults(fn=_cmd_replay)
     s = sub.add_parser("serve", help="run a broker on real sockets and disk")
     s.add_argument("--port", type=int, default=9092)
     s.add_argument("--host", default="127.0.0.1")

@@ -7,6 +7,10 @@ import os
 import subprocess
 import time
 from importlib import metadata
+from typing import Callable, TypeVar
+
+T = TypeVar("T")
+R = TypeVar("R")
 
 
 def wall_seconds() -> float:
@@ -28,3 +32,20 @@ def code_version() -> str:
     except (OSError, subprocess.SubprocessError):
         return version
     return f"{version}+{sha}{'.dirty' if dirty else ''}"
+
+
+def run_in_processes(fn: Callable[[T], R], items: list[T], jobs: int, on_result: Callable[[T, R], None]) -> None:
+    """Run fn over items in `jobs` local worker processes (fn and items must pickle); calls
+    on_result(item, result) in this process as each finishes. jobs <= 1 runs in-process."""
+    if jobs <= 1:
+        for item in items:
+            on_result(item, fn(item))
+        return
+    import multiprocessing
+    from concurrent.futures import ProcessPoolExecutor, as_completed
+
+    # "spawn" keeps workers free of whatever threads this process started (Spark, kazoo).
+    with ProcessPoolExecutor(max_workers=jobs, mp_context=multiprocessing.get_context("spawn")) as pool:
+        futures = {pool.submit(fn, item): item for item in items}
+        for fut in as_completed(futures):
+            on_result(futures[fut], fut.result())

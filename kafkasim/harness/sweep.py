@@ -1,0 +1,97 @@
+"""`kafkasim sweep`: many (scenario, seed) runs in local worker processes, a rich progress bar,
+JUnit XML for CI, and a non-zero exit on any violation."""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from typing import Any, Optional
+from xml.sax.saxutils import escape, quoteattr
+
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+from kafkasim.harness.runner import default_out_dir, run_scenario
+from kafkasim.harness.scenario import load_scenario
+from kafkasim.runtime.host import run_in_processes
+
+
+@dataclass(frozen=True)
+class Job:
+    scenario_path: str
+    seed: int
+    reports_dir: str
+
+
+def parse_seeds(spec: str) -> list[int]:
+    """"7" -> [7]; "1-20" -> 1..20; "1,5,9-11" -> [1, 5, 9, 10, 11]."""
+    seeds: list[int] = []
+    for part in spec.split(","):
+        lo, _, hi = part.strip().partition("-")
+        if not lo.isdigit() or (hi and not hi.isdigit()):
+            raise ValueError(f"bad seed range {spec!r}: expected N, A-B or a comma list of those")
+        seeds += list(range(int(lo), int(hi or lo) + 1))
+    return seeds
+
+
+def scenario_files(path: str) -> list[str]:
+    if os.path.isdir(path):
+        return [os.path.join(path, n) for n in sorted(os.listdir(path)) if n.endswith(".toml")]
+    return [path]
+
+
+def run_job(job: Job) -> dict[str, Any]:
+    scenario = load_scenario(job.scenario_path)
+    result = run_scenario(scenario, job.seed, default_out_dir(scenario, job.seed, job.reports_dir))
+    run = result.run
+    return {"scenario": run["scenario"], "path": job.scenario_path, "seed": job.seed, "verdict": run["verdict"],
+            "trace_hash": run["trace_hash"], "out_dir": result.out_dir, "wall_s": run["stats"]["wall_time_s"],
+            "violations": [c["name"] for c in run["checks"] if not c["ok"] and not c["expected"]],
+            "expected": [c["name"] for c in run["checks"] if not c["ok"] and c["expected"]]}
+
+
+def sweep(path: str, seeds: list[int], jobs: int, reports_dir: str, junit: Optional[str]) -> list[dict[str, Any]]:
+    files = scenario_files(path)
+    for f in files:
+        load_scenario(f)  # fail fast, naming file and key, before any worker starts
+    work = [Job(f, s, reports_dir) for f in files for s in seeds]
+    results: list[dict[str, Any]] = []
+    columns = (TextColumn("[bold]sweep"), BarColumn(), MofNCompleteColumn(), TextColumn("{task.fields[failed]} failing"),
+               TimeElapsedColumn())
+    with Progress(*columns, transient=False) as progress:
+        task = progress.add_task("runs", total=len(work), failed=0)
+
+        def done(job: Job, res: dict[str, Any]) -> None:
+            results.append(res)
+            failed = sum(1 for r in results if r["verdict"] != "pass")
+            progress.update(task, advance=1, failed=failed)
+
+        run_in_processes(run_job, work, jobs, done)
+    results.sort(key=lambda r: (r["scenario"], r["seed"]))
+    if junit:
+        write_junit(junit, results)
+    return results
+
+
+def write_junit(path: str, results: list[dict[str, Any]]) -> None:
+    by_scenario: dict[str, list[dict[str, Any]]] = {}
+    for r in results:
+        by_scenario.setdefault(r["scenario"], []).append(r)
+    lines = ['<?xml version="1.0" encoding="UTF-8"?>', "<testsuites>"]
+    for name, runs in by_scenario.items():
+        fails = sum(1 for r in runs if r["verdict"] != "pass")
+        lines.append(f"  <testsuite name={quoteattr(name)} tests=\"{len(runs)}\" failures=\"{fails}\">")
+        for r in runs:
+            case = f"    <testcase classname={quoteattr(name)} name=\"seed-{r['seed']}\" time=\"{r['wall_s']}\""
+            if r["verdict"] == "pass":
+                lines.append(case + "/>")
+                continue
+            msg = "violations: " + ", ".join(r["violations"])
+            repro = f"kafkasim run {r['path']} --seed {r['seed']}"
+            lines += [case + ">", f"      <failure message={quoteattr(msg)}>{escape(repro)}"
+                      f"\ntrace hash {escape(r['trace_hash'])}\nreport {escape(r['out_dir'])}</failure>",
+                      "    </testcase>"]
+        lines.append("  </testsuite>")
+    lines.append("</testsuites>")
+    os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
+    with open(path, "w") as f:
+        f.write("\n".join(lines) + "\n")
