@@ -41,11 +41,14 @@ from kafkasim.report.model import (
 
 
 def find_run_files(reports_dir: Path, out_dir: Path) -> list[Path]:
-    """Every run.json under reports_dir except those in our own output dirs."""
+    """Every run.json under reports_dir except those in our own output dirs and the re-runs
+    `kafkasim replay` keeps in <run dir>/replay/ (they would count a run twice)."""
     skip = {(reports_dir / schema.SUMMARY_DIR).resolve(), out_dir.resolve()}
     found = []
     for path in reports_dir.rglob(schema.RUN_FILE):
         resolved = path.resolve()
+        if path.parent.name == "replay":
+            continue
         if path.is_file() and not any(s == p for s in skip for p in resolved.parents):
             found.append(resolved)
     return sorted(found)
