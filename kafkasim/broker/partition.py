@@ -76,7 +76,7 @@ class Partition:
     def log_start_offset(self) -> int:
         return self.log.log_start_offset
 
-    def append_records_to_leader(self, validated: ValidatedRecords) -> AppendInfo:
+    async def append_records_to_leader(self, validated: ValidatedRecords) -> AppendInfo:
         if not self.is_leader:
             raise AppendError(E.NOT_LEADER_OR_FOLLOWER, f"not the leader of {self.topic}-{self.index}")
         try:  # idempotence: a duplicate of one of a producer's last 5 batches answers its original offsets
@@ -87,6 +87,10 @@ class Partition:
             return duplicate
         info = self.log.append_as_leader(validated.buf, validated.headers, self.leader_epoch)
         self.producer_state.on_append(info)
+        if self.log.needs_flush():
+            # flush.messages reached: as in Kafka the flush happens inside the append, before the
+            # high watermark moves, so no consumer reads what a power loss could take back.
+            await self.log.flush()
         self.high_watermark = self.log.log_end_offset  # ISR = {this broker}
         self.wake_waiters()
         return info

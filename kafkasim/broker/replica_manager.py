@@ -74,11 +74,9 @@ class ReplicaManager:
             return PartitionAppendResult(E.UNKNOWN_TOPIC_OR_PARTITION)
         try:
             validated = validate_produce_records(records, self.log_config)
-            info = p.append_records_to_leader(validated)
+            info = await p.append_records_to_leader(validated)
         except AppendError as exc:
             return PartitionAppendResult(exc.error_code, log_start_offset=p.log_start_offset, error_message=str(exc))
-        if p.log.needs_flush():
-            await p.log.flush()  # flush.messages reached: durable before the ack
         return PartitionAppendResult(E.NONE, info.first_offset, p.log_start_offset, info=info)
 
     # ---------------------------------------------------------------- fetch
