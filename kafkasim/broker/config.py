@@ -25,6 +25,21 @@ class BrokerConfig:
     log_flush_interval_messages: int = 2**63 - 1  # log.flush.interval.messages
     zookeeper_session_timeout_ms: int = 18000  # zookeeper.session.timeout.ms
     fetch_max_bytes: int = 57671680            # fetch.max.bytes
+    # Group coordinator (Kafka's GroupCoordinatorConfig, classic protocol).
+    group_initial_rebalance_delay_ms: int = 3000   # group.initial.rebalance.delay.ms
+    group_min_session_timeout_ms: int = 6000       # group.min.session.timeout.ms
+    group_max_session_timeout_ms: int = 1800000    # group.max.session.timeout.ms
+    group_max_size: int = 2**31 - 1                # group.max.size
+    offsets_topic_num_partitions: int = 50         # offsets.topic.num.partitions
+    # Kafka's default is 3, which a single broker cannot satisfy (creation of the internal topic
+    # fails until the cluster is that big); 1 is what Kafka's shipped server.properties sets.
+    offsets_topic_replication_factor: int = 1      # offsets.topic.replication.factor
+    offsets_topic_segment_bytes: int = 104857600   # offsets.topic.segment.bytes
+    offsets_retention_minutes: int = 10080         # offsets.retention.minutes (7 days)
+    offsets_retention_check_interval_ms: int = 600000  # offsets.retention.check.interval.ms
+    offsets_load_buffer_size: int = 5242880        # offsets.load.buffer.size
+    offsets_commit_timeout_ms: int = 5000          # offsets.commit.timeout.ms
+    offset_metadata_max_bytes: int = 4096          # offset.metadata.max.bytes
     extra: dict[str, Any] = field(default_factory=dict)
 
     def log_config(self) -> LogConfig:
@@ -44,4 +59,22 @@ class BrokerConfig:
             if name == "log_dirs":
                 name = "log_dir"
             (kwargs if name in known and name != "extra" else extra)[name if name in known else key] = value
+        # Values from the command line (`--config KEY=VALUE`) arrive as strings: convert them to
+        # the field's type, as Kafka's ConfigDef parses server.properties.
+        types = {f.name: f.type for f in fields(cls)}
+        for name, value in kwargs.items():
+            if isinstance(value, str):
+                kwargs[name] = _parse_value(value, str(types[name]))
         return cls(**kwargs, extra=extra)
+
+
+def _parse_value(value: str, type_name: str) -> Any:
+    if type_name == "int":
+        return int(value)
+    if type_name == "bool":
+        if value.lower() not in ("true", "false"):
+            raise ValueError(f"expected true or false, got {value!r}")
+        return value.lower() == "true"
+    if type_name.startswith("str | None") and value == "":
+        return None
+    return value

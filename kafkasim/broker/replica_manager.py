@@ -9,7 +9,7 @@ expressed as a wait on futures the partitions resolve.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Optional
+from typing import Any, Callable, Optional
 
 from kafkasim.protocol import errors as E
 from kafkasim.broker.partition import AppendError, Partition, validate_produce_records
@@ -48,6 +48,9 @@ class ReplicaManager:
     log_dir: str
     log_config: LogConfig
     partitions: dict[tuple[str, int], Partition] = field(default_factory=dict)
+    # Called with (topic, partition, leader epoch) whenever this broker becomes (or stays) the
+    # leader — Kafka's onLeadershipChange, how the group coordinator learns it owns a partition.
+    leadership_listeners: list[Callable[[str, int, int], None]] = field(default_factory=list)
 
     @property
     def fs(self) -> FileSystem:
@@ -65,6 +68,8 @@ class ReplicaManager:
                 self.rt.trace("log_recovery", topic=topic, partition=partition, **t)
             p = self.partitions[(topic, partition)] = Partition(topic, partition, log, leader_epoch, True)
         p.leader_epoch, p.is_leader = leader_epoch, True
+        for listener in self.leadership_listeners:
+            listener(topic, partition, leader_epoch)
         return p
 
     # ---------------------------------------------------------------- produce

@@ -23,6 +23,7 @@ from kafkasim.protocol import errors as E
 from kafkasim.runtime.api import NodeRuntime, NoNodeError, WatchEvent, ZkClient
 
 META_PROPERTIES = "meta.properties"
+INTERNAL_TOPICS = frozenset({"__consumer_offsets", "__transaction_state"})  # Kafka's Topic.INTERNAL_TOPICS
 
 
 class InconsistentClusterIdError(Exception):
@@ -136,7 +137,8 @@ class KafkaServer:
         assignment = await self.kzk.topic_assignment(topic)
         if assignment is None:
             return
-        meta = TopicMeta(topic, Z.uuid_from_str(assignment.topic_id) if assignment.topic_id else bytes(16))
+        meta = TopicMeta(topic, Z.uuid_from_str(assignment.topic_id) if assignment.topic_id else bytes(16),
+                         is_internal=topic in INTERNAL_TOPICS)
         for p, replicas in sorted(assignment.partitions.items()):
             state = await self.kzk.partition_state(topic, p)
             if state is None:
@@ -145,6 +147,7 @@ class KafkaServer:
             if state.leader == self.config.broker_id:
                 self.replica_manager.make_leader(topic, p, state.leader_epoch)
         self.metadata_cache.update_topic(meta)
+        await self.apis.admin.on_topic_loaded(topic)  # topic configs -> logs; finishes a deletion
 
     # ---------------------------------------------------------------- topics
     async def create_topic(self, name: str, num_partitions: int, replication_factor: int,
