@@ -1,0 +1,371 @@
+"""The group APIs on the wire: FindCoordinator, JoinGroup, SyncGroup, Heartbeat, LeaveGroup,
+OffsetCommit, OffsetFetch, DescribeGroups, ListGroups, DeleteGroups, OffsetDelete — request
+decoding and version-specific answers as Kafka 3.9's KafkaApis and GroupCoordinatorAdapter give
+them, on top of the GroupCoordinator.
+
+`register(apis)` creates the broker's GroupCoordinator, makes it listen to partition leadership
+(leading an offsets partition = coordinating its groups) and registers the handlers.
+
+Versions advertised (minimums low enough for aiokafka, whose maximums are JoinGroup 5,
+SyncGroup 3, Heartbeat/LeaveGroup 1, OffsetCommit 3, OffsetFetch 3, FindCoordinator 1):
+OffsetCommit starts at 2 and OffsetFetch at 1 because their v0 store offsets in ZooKeeper.
+OffsetCommit/OffsetFetch stop at 8 (v9 belongs to the KIP-848 protocol), ListGroups at 4 (v5
+filters by group type, KIP-848).
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Optional
+
+from kafkasim.broker.group.coordinator import GroupCoordinator, LeaveMember
+from kafkasim.broker.group.manager import GROUP_METADATA_TOPIC_NAME, PartitionData
+from kafkasim.broker.group.metadata import JoinGroupResult, OffsetAndMetadata, SyncGroupResult, TopicPartition
+from kafkasim.broker.kafka_zk_client import TopicError
+from kafkasim.protocol import api as A
+from kafkasim.protocol import errors as E
+from kafkasim.protocol.messages.delete_groups import DeleteGroupsRequest, DeleteGroupsResponse
+from kafkasim.protocol.messages.describe_groups import DescribeGroupsRequest, DescribeGroupsResponse
+from kafkasim.protocol.messages.find_coordinator import FindCoordinatorRequest, FindCoordinatorResponse
+from kafkasim.protocol.messages.headers import RequestHeader
+from kafkasim.protocol.messages.heartbeat import HeartbeatRequest, HeartbeatResponse
+from kafkasim.protocol.messages.join_group import JoinGroupRequest, JoinGroupResponse
+from kafkasim.protocol.messages.leave_group import LeaveGroupRequest, LeaveGroupResponse
+from kafkasim.protocol.messages.list_groups import ListGroupsRequest, ListGroupsResponse
+from kafkasim.protocol.messages.offset_commit import OffsetCommitRequest, OffsetCommitResponse
+from kafkasim.protocol.messages.offset_delete import OffsetDeleteRequest, OffsetDeleteResponse
+from kafkasim.protocol.messages.offset_fetch import OffsetFetchRequest, OffsetFetchResponse
+from kafkasim.protocol.messages.sync_group import SyncGroupRequest, SyncGroupResponse
+from kafkasim.protocol.primitives import Message
+
+if TYPE_CHECKING:
+    from kafkasim.broker.kafka_apis import Handler, KafkaApis
+
+GROUP_VERSIONS: dict[int, tuple[int, int]] = {
+    A.FIND_COORDINATOR: (0, 6),
+    A.JOIN_GROUP: (0, 9),
+    A.SYNC_GROUP: (0, 5),
+    A.HEARTBEAT: (0, 4),
+    A.LEAVE_GROUP: (0, 5),
+    A.OFFSET_COMMIT: (2, 8),
+    A.OFFSET_FETCH: (1, 8),
+    A.DESCRIBE_GROUPS: (0, 5),
+    A.LIST_GROUPS: (0, 4),
+    A.DELETE_GROUPS: (0, 2),
+    A.OFFSET_DELETE: (0, 0),
+}
+
+COORDINATOR_TYPE_GROUP = 0
+COORDINATOR_TYPE_TRANSACTION = 1
+COORDINATOR_TYPE_SHARE = 2
+DEFAULT_RETENTION_TIME = -1   # OffsetCommitRequest.DEFAULT_RETENTION_TIME
+DEFAULT_TIMESTAMP = -1
+NO_NODE = (-1, "", -1)        # Node.noNode()
+# Without an authorizer Kafka reports every operation a group supports: READ, DELETE, DESCRIBE.
+GROUP_AUTHORIZED_OPERATIONS = (1 << 3) | (1 << 6) | (1 << 8)
+AUTHORIZED_OPERATIONS_OMITTED = -2147483648
+
+
+def register(apis: "KafkaApis") -> GroupCoordinator:
+    server = apis.server
+    coordinator = GroupCoordinator(server)
+    group_apis = GroupApis(apis, coordinator)
+    server.replica_manager.leadership_listeners.append(coordinator.on_leadership_change)
+    handlers: dict[int, "Handler"] = {
+        A.FIND_COORDINATOR: group_apis.handle_find_coordinator,
+        A.JOIN_GROUP: group_apis.handle_join_group,
+        A.SYNC_GROUP: group_apis.handle_sync_group,
+        A.HEARTBEAT: group_apis.handle_heartbeat,
+        A.LEAVE_GROUP: group_apis.handle_leave_group,
+        A.OFFSET_COMMIT: group_apis.handle_offset_commit,
+        A.OFFSET_FETCH: group_apis.handle_offset_fetch,
+        A.DESCRIBE_GROUPS: group_apis.handle_describe_groups,
+        A.LIST_GROUPS: group_apis.handle_list_groups,
+        A.DELETE_GROUPS: group_apis.handle_delete_groups,
+        A.OFFSET_DELETE: group_apis.handle_offset_delete,
+    }
+    for key, handler in handlers.items():
+        apis.register(key, *GROUP_VERSIONS[key], handler)
+    return coordinator
+
+
+def _message(code: int) -> str:
+    """Kafka's Errors.message(): the exception's default message, or the name for NONE."""
+    return "NONE" if code == E.NONE else E.ERRORS.get(code, E.ERRORS[E.UNKNOWN_SERVER_ERROR]).message
+
+
+class GroupApis:
+    def __init__(self, apis: "KafkaApis", coordinator: GroupCoordinator) -> None:
+        self.apis = apis
+        self.server = apis.server
+        self.coordinator = coordinator
+
+    # ---------------------------------------------------------------- FindCoordinator
+    async def handle_find_coordinator(self, header: RequestHeader, req: FindCoordinatorRequest) -> Message:
+        version = header.request_api_version
+        if version < 4:
+            code, (node_id, host, port) = await self._get_coordinator(req.key_type, req.key, version)
+            return FindCoordinatorResponse(throttle_time_ms=0, error_code=code,
+                                           error_message=_message(code) if version >= 1 else "",
+                                           node_id=node_id, host=host, port=port)
+        C = FindCoordinatorResponse.Coordinator
+        coordinators = []
+        for key in req.coordinator_keys:
+            code, (node_id, host, port) = await self._get_coordinator(req.key_type, key, version)
+            coordinators.append(C(key=key, node_id=node_id, host=host, port=port, error_code=code,
+                                  error_message=None if code == E.NONE else _message(code)))
+        return FindCoordinatorResponse(throttle_time_ms=0, coordinators=coordinators)
+
+    async def _get_coordinator(self, key_type: int, key: str, version: int) -> tuple[int, tuple[int, str, int]]:
+        if key_type == COORDINATOR_TYPE_SHARE and version < 6:
+            return E.INVALID_REQUEST, NO_NODE
+        if key_type != COORDINATOR_TYPE_GROUP:
+            # No transaction or share coordinator on this broker (yet): as Kafka answers while
+            # the coordinator's internal topic is unavailable.
+            return E.COORDINATOR_NOT_AVAILABLE, NO_NODE
+        cache = self.server.metadata_cache
+        meta = cache.topic(GROUP_METADATA_TOPIC_NAME)
+        if meta is None:
+            # First use: create the compacted internal topic, and answer "not available" as
+            # Kafka does while the creation goes through; the client asks again.
+            await self._create_offsets_topic()
+            return E.COORDINATOR_NOT_AVAILABLE, NO_NODE
+        pm = meta.partitions.get(self.coordinator.partition_for(key))
+        broker = cache.brokers.get(pm.leader) if pm is not None and pm.leader >= 0 else None
+        if broker is None:
+            return E.COORDINATOR_NOT_AVAILABLE, NO_NODE
+        return E.NONE, (broker.broker_id, broker.host, broker.port)
+
+    async def _create_offsets_topic(self) -> None:
+        cfg = self.server.config
+        configs = {"cleanup.policy": "compact", "segment.bytes": str(cfg.offsets_topic_segment_bytes),
+                   "compression.type": "producer"}
+        try:
+            await self.server.create_topic(GROUP_METADATA_TOPIC_NAME, cfg.offsets_topic_num_partitions,
+                                           cfg.offsets_topic_replication_factor, None, configs)
+        except TopicError as exc:
+            # Already created by a concurrent request, or the cluster is too small for
+            # offsets.topic.replication.factor: either way the answer stays "not available".
+            self.server.rt.trace("offsets_topic_create_failed", error=exc.error_code)
+
+    # ---------------------------------------------------------------- JoinGroup
+    async def handle_join_group(self, header: RequestHeader, req: JoinGroupRequest) -> Message:
+        version = header.request_api_version
+        fut = self.server.rt.future()
+        # v0 has no rebalance timeout: the session timeout stands in (JoinGroupRequest does this).
+        rebalance_timeout_ms = req.session_timeout_ms if version == 0 else req.rebalance_timeout_ms
+        await self.coordinator.handle_join_group(
+            req.group_id, req.member_id, req.group_instance_id,
+            require_known_member_id=version >= 4 and req.group_instance_id is None,
+            support_skipping_assignment=version >= 9, client_id=header.client_id or "", client_host="",
+            rebalance_timeout_ms=rebalance_timeout_ms, session_timeout_ms=req.session_timeout_ms,
+            protocol_type=req.protocol_type, protocols=[(p.name, bytes(p.metadata)) for p in req.protocols],
+            callback=fut.set_result, reason=req.reason if version >= 8 else None)
+        result: JoinGroupResult = await fut
+        return self._join_response(result, version)
+
+    @staticmethod
+    def _join_response(result: JoinGroupResult, version: int) -> Message:
+        M = JoinGroupResponse.JoinGroupResponseMember
+        members = [M(member_id=m.member_id, group_instance_id=m.group_instance_id if version >= 5 else None,
+                     metadata=m.metadata) for m in result.members]
+        protocol_name = result.protocol_name
+        if version < 7 and protocol_name is None:
+            protocol_name = ""   # not nullable before v7
+        elif version >= 7 and protocol_name == "":
+            protocol_name = None
+        resp = JoinGroupResponse(throttle_time_ms=0, error_code=result.error, generation_id=result.generation_id,
+                                 protocol_name=protocol_name, leader=result.leader_id, member_id=result.member_id,
+                                 members=members)
+        if version >= 7:
+            resp.protocol_type = result.protocol_type
+        if version >= 9:
+            resp.skip_assignment = result.skip_assignment
+        return resp
+
+    # ---------------------------------------------------------------- SyncGroup
+    async def handle_sync_group(self, header: RequestHeader, req: SyncGroupRequest) -> Message:
+        version = header.request_api_version
+        if version >= 5 and (req.protocol_type is None or req.protocol_name is None):
+            # From v5 both are mandatory.
+            return SyncGroupResponse(throttle_time_ms=0, error_code=E.INCONSISTENT_GROUP_PROTOCOL, assignment=b"")
+        fut = self.server.rt.future()
+        assignment = {a.member_id: bytes(a.assignment) for a in req.assignments}
+        await self.coordinator.handle_sync_group(req.group_id, req.generation_id, req.member_id,
+                                                 req.protocol_type if version >= 5 else None,
+                                                 req.protocol_name if version >= 5 else None,
+                                                 req.group_instance_id if version >= 3 else None, assignment,
+                                                 fut.set_result)
+        result: SyncGroupResult = await fut
+        resp = SyncGroupResponse(throttle_time_ms=0, error_code=result.error, assignment=result.assignment)
+        if version >= 5:
+            resp.protocol_type, resp.protocol_name = result.protocol_type, result.protocol_name
+        return resp
+
+    # ---------------------------------------------------------------- Heartbeat
+    async def handle_heartbeat(self, header: RequestHeader, req: HeartbeatRequest) -> Message:
+        instance = req.group_instance_id if header.request_api_version >= 3 else None
+        code = self.coordinator.handle_heartbeat(req.group_id, req.member_id, instance, req.generation_id)
+        return HeartbeatResponse(throttle_time_ms=0, error_code=code)
+
+    # ---------------------------------------------------------------- LeaveGroup
+    async def handle_leave_group(self, header: RequestHeader, req: LeaveGroupRequest) -> Message:
+        version = header.request_api_version
+        if version >= 3:
+            members = [LeaveMember(m.member_id, m.group_instance_id, m.reason if version >= 5 else None)
+                       for m in req.members]
+        else:
+            members = [LeaveMember(req.member_id, None)]
+        result = self.coordinator.handle_leave_group(req.group_id, members)
+        if version >= 3:
+            R = LeaveGroupResponse.MemberResponse
+            return LeaveGroupResponse(throttle_time_ms=0, error_code=result.top_level_error,
+                                      members=[R(member_id=m.member_id, group_instance_id=m.group_instance_id,
+                                                 error_code=m.error) for m in result.member_responses])
+        # Before v3 one member per request and no member-level errors: its error is the answer.
+        code = result.top_level_error
+        if code == E.NONE and result.member_responses:
+            code = result.member_responses[0].error
+        return LeaveGroupResponse(throttle_time_ms=0, error_code=code)
+
+    # ---------------------------------------------------------------- OffsetCommit
+    async def handle_offset_commit(self, header: RequestHeader, req: OffsetCommitRequest) -> Message:
+        version = header.request_api_version
+        now = self.server.rt.now_ms()
+        retention = req.retention_time_ms if 2 <= version <= 4 else DEFAULT_RETENTION_TIME
+        expire = None if retention == DEFAULT_RETENTION_TIME else now + retention
+        errors: dict[TopicPartition, int] = {}
+        offsets: dict[TopicPartition, OffsetAndMetadata] = {}
+        for t in req.topics:
+            meta = self.server.metadata_cache.topic(t.name)
+            for p in t.partitions:
+                tp = TopicPartition(t.name, p.partition_index)
+                if meta is None or p.partition_index not in meta.partitions:
+                    errors[tp] = E.UNKNOWN_TOPIC_OR_PARTITION
+                    continue
+                epoch = p.committed_leader_epoch if version >= 6 else -1
+                offsets[tp] = OffsetAndMetadata(p.committed_offset, epoch, p.committed_metadata or "",
+                                                now, expire)
+        if offsets:
+            instance = req.group_instance_id if version >= 7 else None
+            errors.update(await self.coordinator.handle_commit_offsets(
+                req.group_id, req.member_id, instance, req.generation_id_or_member_epoch, offsets))
+        T = OffsetCommitResponse.OffsetCommitResponseTopic
+        P = T.OffsetCommitResponsePartition
+        topics = []
+        for t in req.topics:
+            topics.append(T(name=t.name, partitions=[
+                P(partition_index=p.partition_index, error_code=errors[TopicPartition(t.name, p.partition_index)])
+                for p in t.partitions]))
+        return OffsetCommitResponse(throttle_time_ms=0, topics=topics)
+
+    # ---------------------------------------------------------------- OffsetFetch
+    async def handle_offset_fetch(self, header: RequestHeader, req: OffsetFetchRequest) -> Message:
+        version = header.request_api_version
+        require_stable = req.require_stable if version >= 7 else False
+        if version >= 8:
+            G = OffsetFetchResponse.OffsetFetchResponseGroup
+            GT = G.OffsetFetchResponseTopics
+            GP = GT.OffsetFetchResponsePartitions
+            groups = []
+            for g in req.groups:
+                wanted = None if g.topics is None else [(t.name, list(t.partition_indexes)) for t in g.topics]
+                code, by_topic = self._fetch_group(g.group_id, require_stable, wanted)
+                groups.append(G(group_id=g.group_id, error_code=code, topics=[
+                    GT(name=name, partitions=[GP(partition_index=i, committed_offset=d.offset,
+                                                 committed_leader_epoch=-1, metadata=d.metadata, error_code=d.error)
+                                              for i, d in parts]) for name, parts in by_topic]))
+            return OffsetFetchResponse(throttle_time_ms=0, groups=groups)
+        wanted = None if req.topics is None else [(t.name, list(t.partition_indexes)) for t in req.topics]
+        code, by_topic = self._fetch_group(req.group_id, require_stable, wanted)
+        T = OffsetFetchResponse.OffsetFetchResponseTopic
+        P = T.OffsetFetchResponsePartition
+        if code != E.NONE and version < 2:
+            # No top-level error before v2: every requested partition carries it.
+            by_topic = [(name, [(i, PartitionData(-1, -1, "", code)) for i in parts]) for name, parts in wanted or []]
+        topics = [T(name=name, partitions=[P(partition_index=i, committed_offset=d.offset, committed_leader_epoch=-1,
+                                             metadata=d.metadata, error_code=d.error) for i, d in parts])
+                  for name, parts in by_topic]
+        resp = OffsetFetchResponse(throttle_time_ms=0, topics=topics)
+        if version >= 2:
+            resp.error_code = code
+        return resp
+
+    def _fetch_group(self, group_id: str, require_stable: bool, wanted: Optional[list[tuple[str, list[int]]]]
+                     ) -> tuple[int, list[tuple[str, list[tuple[int, PartitionData]]]]]:
+        """(group error, [(topic, [(partition, data)])]) in request order, or commit order for
+        "all topics". The committed leader epoch is answered as -1 (see the module notes of
+        kafkasim.broker.group): real epochs would make clients validate positions with
+        OffsetForLeaderEpoch."""
+        tps = None if wanted is None else [TopicPartition(name, i) for name, parts in wanted for i in parts]
+        code, data = self.coordinator.handle_fetch_offsets(group_id, require_stable, tps)
+        if code != E.NONE:
+            return code, []
+        out: list[tuple[str, list[tuple[int, PartitionData]]]] = []
+        index: dict[str, list[tuple[int, PartitionData]]] = {}
+        for tp, d in data.items():
+            if tp.topic not in index:
+                index[tp.topic] = []
+                out.append((tp.topic, index[tp.topic]))
+            index[tp.topic].append((tp.partition, d))
+        return E.NONE, out
+
+    # ---------------------------------------------------------------- DescribeGroups / ListGroups
+    async def handle_describe_groups(self, header: RequestHeader, req: DescribeGroupsRequest) -> Message:
+        version = header.request_api_version
+        G = DescribeGroupsResponse.DescribedGroup
+        M = G.DescribedGroupMember
+        groups = []
+        for group_id in req.groups:
+            code, summary = self.coordinator.handle_describe_group(group_id)
+            members = [M(member_id=m.member_id, group_instance_id=m.group_instance_id if version >= 4 else None,
+                         client_id=m.client_id, client_host=m.client_host, member_metadata=m.metadata,
+                         member_assignment=m.assignment) for m in summary.members]
+            ops = (GROUP_AUTHORIZED_OPERATIONS if version >= 3 and req.include_authorized_operations
+                   and code == E.NONE else AUTHORIZED_OPERATIONS_OMITTED)
+            groups.append(G(error_code=code, group_id=group_id, group_state=summary.state,
+                            protocol_type=summary.protocol_type, protocol_data=summary.protocol, members=members,
+                            authorized_operations=ops))
+        return DescribeGroupsResponse(throttle_time_ms=0, groups=groups)
+
+    async def handle_list_groups(self, header: RequestHeader, req: ListGroupsRequest) -> Message:
+        version = header.request_api_version
+        states = set(req.states_filter or []) if version >= 4 else set()
+        code, overviews = self.coordinator.handle_list_groups(states)
+        L = ListGroupsResponse.ListedGroup
+        groups = []
+        for o in overviews:
+            g = L(group_id=o.group_id, protocol_type=o.protocol_type)
+            if version >= 4:
+                g.group_state = o.state
+            groups.append(g)
+        return ListGroupsResponse(throttle_time_ms=0, error_code=code, groups=groups)
+
+    # ---------------------------------------------------------------- DeleteGroups / OffsetDelete
+    async def handle_delete_groups(self, header: RequestHeader, req: DeleteGroupsRequest) -> Message:
+        group_ids = list(dict.fromkeys(req.groups_names))
+        results = await self.coordinator.handle_delete_groups(group_ids)
+        R = DeleteGroupsResponse.DeletableGroupResult
+        return DeleteGroupsResponse(throttle_time_ms=0,
+                                    results=[R(group_id=g, error_code=code) for g, code in results.items()])
+
+    async def handle_offset_delete(self, header: RequestHeader, req: OffsetDeleteRequest) -> Message:
+        errors: dict[TopicPartition, int] = {}
+        wanted: list[TopicPartition] = []
+        for t in req.topics:
+            meta = self.server.metadata_cache.topic(t.name)
+            for p in t.partitions:
+                tp = TopicPartition(t.name, p.partition_index)
+                if meta is None or p.partition_index not in meta.partitions:
+                    errors[tp] = E.UNKNOWN_TOPIC_OR_PARTITION
+                else:
+                    wanted.append(tp)
+        code, results = await self.coordinator.handle_delete_offsets(req.group_id, wanted)
+        errors.update(results)
+        if code != E.NONE:
+            return OffsetDeleteResponse(error_code=code, throttle_time_ms=0, topics=[])
+        T = OffsetDeleteResponse.OffsetDeleteResponseTopic
+        P = T.OffsetDeleteResponsePartition
+        topics = [T(name=t.name, partitions=[P(partition_index=p.partition_index,
+                                               error_code=errors[TopicPartition(t.name, p.partition_index)])
+                                             for p in t.partitions]) for t in req.topics]
+        return OffsetDeleteResponse(error_code=E.NONE, throttle_time_ms=0, topics=topics)
