@@ -20,7 +20,8 @@ def free_port() -> int:
 
 
 class ServedBroker:
-    def __init__(self, log_dir: Path, zookeeper: Optional[str] = None, broker_id: int = 0) -> None:
+    def __init__(self, log_dir: Path, zookeeper: Optional[str] = None, broker_id: int = 0,
+                 configs: Optional[dict[str, object]] = None) -> None:
         self.port = free_port()
         self.bootstrap = f"127.0.0.1:{self.port}"
         self.log_dir = log_dir
@@ -29,6 +30,8 @@ class ServedBroker:
                "--broker-id", str(broker_id), "--trace", str(self.trace)]
         if zookeeper:
             cmd += ["--zookeeper", zookeeper]
+        for key, value in (configs or {}).items():
+            cmd += ["--config", f"{key}={value}"]
         self.proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
         deadline = time.monotonic() + 30
         while time.monotonic() < deadline:

@@ -13,7 +13,8 @@ from kafkasim.runtime.real.world import JsonlTrace, RealNode
 
 
 def serve(port: int, log_dir: str, zookeeper: Optional[str], broker_id: int, host: str,
-          trace_path: Optional[str] = None) -> int:
+          trace_path: Optional[str] = None, configs: Optional[dict[str, str]] = None) -> int:
+    """`configs` are server.properties keys (`--config KEY=VALUE`); the explicit arguments win."""
     from kafkasim.broker.config import BrokerConfig
     from kafkasim.broker.server import KafkaServer
 
@@ -22,7 +23,8 @@ def serve(port: int, log_dir: str, zookeeper: Optional[str], broker_id: int, hos
         data_dir = os.path.abspath(log_dir)
         node = RealNode(f"broker-{broker_id}", data_dir, zookeeper, host=host, trace=JsonlTrace(trace_file))
         # The node's disk root is the log dir itself, so segments land in <log-dir>/<topic>-<p>/.
-        server = KafkaServer(node, BrokerConfig(broker_id=broker_id, host=host, port=port, log_dir="."))
+        server = KafkaServer(node, BrokerConfig.from_properties(
+            {**(configs or {}), "broker.id": broker_id, "host": host, "port": port, "log.dirs": "."}))
         await server.startup()
         print(f"kafkasim broker {broker_id} listening on {host}:{server.port} (log dir {data_dir}, "
               f"{'zookeeper ' + zookeeper if zookeeper else 'embedded coordination store'})", flush=True)
