@@ -4,7 +4,8 @@
   kafkasim sweep SCENARIO_OR_DIR --seeds A-B --jobs J [--out DIR]
                                                     many runs, progress bar, JUnit XML
   kafkasim replay RUN_JSON                          re-run; verify the trace hash bit for bit
-  kafkasim serve --port P --log-dir DIR [--zookeeper HOST:PORT] [--broker-id N] [--config K=V ...]
+  kafkasim shrink RUN_JSON                          minimise a failing run to a new scenario file
+  kafkasim serve --port P --log-dir DIR [--zookeeper HOST:PORT] [--broker-id N]
                                                     the same broker on real sockets and disks
   kafkasim load --bootstrap HOST:PORT --topic T     the workload's producer + consumer, for real
   kafkasim report REPORTS_DIR [--out DIR] [--master URL]
@@ -77,17 +78,22 @@ def _cmd_replay(args: argparse.Namespace) -> int:
     return 1
 
 
-def _key_value(text: str) -> str:
-    if "=" not in text or not text.split("=", 1)[0]:
-        raise argparse.ArgumentTypeError(f"expected KEY=VALUE, got {text!r}")
-    return text
+def _cmd_shrink(args: argparse.Namespace) -> int:
+    from kafkasim.harness.shrink import shrink, size
+
+    res = shrink(args.run_json, args.out, args.max_runs, on_step=lambda msg: print(f"  {msg}", flush=True))
+    print(f"shrunk in {res.runs} runs: size {size(res.original)} -> {size(res.shrunk)} "
+          f"(faults {len(res.original.faults)} -> {len(res.shrunk.faults)}, "
+          f"messages {res.original.producer.messages} -> {res.shrunk.producer.messages}); "
+          f"still fails: {', '.join(res.violations)}")
+    print(f"wrote {res.path}")
+    return 0
 
 
 def _cmd_serve(args: argparse.Namespace) -> int:
     from kafkasim.runtime.real.serve import serve
 
-    configs = dict(kv.split("=", 1) for kv in args.config)
-    return serve(args.port, args.log_dir, args.zookeeper, args.broker_id, args.host, args.trace, configs)
+    return serve(args.port, args.log_dir, args.zookeeper, args.broker_id, args.host, args.trace)
 
 
 def _cmd_load(args: argparse.Namespace) -> int:
@@ -125,6 +131,11 @@ def build_parser() -> argparse.ArgumentParser:
     rp = sub.add_parser("replay", help="re-run a recorded run and verify its trace hash")
     rp.add_argument("run_json")
     rp.set_defaults(fn=_cmd_replay)
+    sh = sub.add_parser("shrink", help="minimise a failing run's scenario; writes a new scenario file")
+    sh.add_argument("run_json")
+    sh.add_argument("--out", help="scenario file to write (default <run dir>/shrunk.toml)")
+    sh.add_argument("--max-runs", type=int, default=200)
+    sh.set_defaults(fn=_cmd_shrink)
     s = sub.add_parser("serve", help="run a broker on real sockets and disk")
     s.add_argument("--port", type=int, default=9092)
     s.add_argument("--host", default="127.0.0.1")
@@ -132,9 +143,6 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--zookeeper", help="HOST:PORT of a real ZooKeeper (default: an embedded store)")
     s.add_argument("--broker-id", type=int, default=0)
     s.add_argument("--trace", help="write the broker's trace (JSON lines) to this file")
-    s.add_argument("--config", action="append", default=[], type=_key_value, metavar="KEY=VALUE",
-                   help="a broker config by its server.properties name (repeatable), e.g. "
-                        "group.initial.rebalance.delay.ms=0")
     s.set_defaults(fn=_cmd_serve)
     ld = sub.add_parser("load", help="run the workload producer + consumer against a real broker")
     ld.add_argument("--bootstrap", required=True)

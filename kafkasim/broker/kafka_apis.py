@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any, Awaitable, Callable, Optional
 
-from kafkasim.broker import producer_id_manager
+from kafkasim.broker import admin_apis, producer_id_manager
 from kafkasim.broker.group.apis import register as register_group_apis
 from kafkasim.broker.kafka_zk_client import TopicError
 from kafkasim.broker.replica_manager import FetchSpec
@@ -65,6 +65,7 @@ class KafkaApis:
             self.register(key, *CORE_VERSIONS[key], handler)
         self.group_coordinator = register_group_apis(self)
         producer_id_manager.register(self)  # InitProducerId (the idempotent producer)
+        self.admin = admin_apis.register(self)  # DeleteTopics, CreatePartitions, configs, DeleteRecords, ...
 
     def register(self, api_key: int, min_version: int, max_version: int, handler: Handler) -> None:
         """Advertise [min, max] for api_key and route its requests to handler. Only what is

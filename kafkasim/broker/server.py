@@ -147,6 +147,7 @@ class KafkaServer:
             if state.leader == self.config.broker_id:
                 self.replica_manager.make_leader(topic, p, state.leader_epoch)
         self.metadata_cache.update_topic(meta)
+        await self.apis.admin.on_topic_loaded(topic)  # topic configs -> logs; finishes a deletion
 
     # ---------------------------------------------------------------- topics
     async def create_topic(self, name: str, num_partitions: int, replication_factor: int,

@@ -42,12 +42,13 @@ from kafkasim.report.model import (
 
 def find_run_files(reports_dir: Path, out_dir: Path) -> list[Path]:
     """Every run.json under reports_dir except those in our own output dirs and the re-runs
-    `kafkasim replay` keeps in <run dir>/replay/ (they would count a run twice)."""
+    `kafkasim replay` and `kafkasim shrink` keep in <run dir>/replay/ and <run dir>/shrink/ (they
+    would count a run twice)."""
     skip = {(reports_dir / schema.SUMMARY_DIR).resolve(), out_dir.resolve()}
     found = []
     for path in reports_dir.rglob(schema.RUN_FILE):
         resolved = path.resolve()
-        if path.parent.name == "replay":
+        if path.parent.name == "replay" or "shrink" in {p.name for p in path.parents}:
             continue
         if path.is_file() and not any(s == p for s in skip for p in resolved.parents):
             found.append(resolved)

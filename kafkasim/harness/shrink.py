@@ -1,0 +1,175 @@
+"""`kafkasim shrink RUN_JSON`: minimise a failing run's scenario to a smallest one that still fails
+the same way (same seed, at least one of the same violated checks), and write it as a new
+scenario file.
+
+Method: deterministic delta debugging over the scenario as data — drop faults (ddmin over the
+schedule), then halve numbers (messages, producers, consumers, partitions, brokers, rate) while
+the failure persists, repeating until nothing more can go. Every candidate is a full simulated
+run with the original seed, so the result replays exactly. (ARCHITECTURE.md proposes hypothesis's
+shrinker; a plain ddmin gives the same minimality guarantee, 1-minimal per dimension, with a
+bounded, predictable number of runs and no dependence on hypothesis's example database.)
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+import os
+from dataclasses import dataclass
+from typing import Any, Callable
+
+from kafkasim.harness.faults import Fault
+from kafkasim.harness.runner import run_scenario
+from kafkasim.harness.scenario import Scenario, load_scenario
+
+NUMERIC = (("producer", "messages", 1), ("producer", "count", 1), ("consumer", "count", 1),
+           ("topic", "partitions", 1), ("cluster", "brokers", 1))
+
+
+@dataclass
+class ShrinkResult:
+    original: Scenario
+    shrunk: Scenario
+    runs: int
+    violations: list[str]
+    path: str
+
+
+def size(s: Scenario) -> int:
+    """What shrinking minimises: faults count most, then workload volume."""
+    return (1000 * len(s.faults) + s.producer.messages + 10 * (s.producer.count + s.consumer.count)
+            + 10 * sum(t.partitions for t in s.topics) + 100 * s.brokers)
+
+
+def _violations(run: dict[str, Any]) -> set[str]:
+    return {c["name"] for c in run["checks"] if not c["ok"] and not c["expected"]}
+
+
+def shrink(run_json: str, out_path: str | None = None, max_runs: int = 200,
+           on_step: Callable[[str], None] = lambda msg: None) -> ShrinkResult:
+    with open(run_json) as f:
+        run = json.load(f)
+    original = load_scenario(run["scenario_path"])
+    seed = int(run["seed"])
+    target = _violations(run)
+    if not target:
+        raise ValueError(f"{run_json}: the run has no violations to shrink")
+    work_dir = os.path.join(os.path.dirname(os.path.abspath(run_json)), "shrink")
+    runs = 0
+
+    def fails(candidate: Scenario) -> bool:
+        nonlocal runs
+        if runs >= max_runs:
+            return False
+        runs += 1
+        res = run_scenario(candidate, seed, os.path.join(work_dir, f"try-{runs}"))
+        ok = bool(_violations(res.run) & target)
+        on_step(f"try {runs}: size {size(candidate)} -> {'still fails' if ok else 'passes'}")
+        return ok
+
+    best = copy.deepcopy(original)
+    changed = True
+    while changed and runs < max_runs:
+        changed = _drop_faults(best, fails) | _halve_numbers(best, fails)
+    best.name = f"{original.name}-shrunk-seed{seed}"
+    path = out_path or os.path.join(os.path.dirname(os.path.abspath(run_json)), "shrunk.toml")
+    with open(path, "w") as f:
+        f.write(dump_scenario(best, f"shrunk from {original.path} (seed {seed}); still fails: "
+                                    f"{', '.join(sorted(target))}"))
+    return ShrinkResult(original, best, runs, sorted(target), path)
+
+
+def _drop_faults(s: Scenario, fails: Callable[[Scenario], bool]) -> bool:
+    """ddmin over the fault schedule: try removing chunks, then single faults."""
+    changed = False
+    chunk = max(1, len(s.faults) // 2)
+    while s.faults and chunk >= 1:
+        removed = False
+        for start in range(0, len(s.faults), chunk):
+            trial = copy.deepcopy(s)
+            trial.faults = s.faults[:start] + s.faults[start + chunk:]
+            if fails(trial):
+                s.faults, removed, changed = trial.faults, True, True
+                break
+        if not removed:
+            chunk //= 2
+    return changed
+
+
+def _get(s: Scenario, where: str, attr: str) -> int:
+    obj: Any = {"producer": s.producer, "consumer": s.consumer, "cluster": s, "topic": s.topics[0]}[where]
+    return int(getattr(obj, attr))
+
+
+def _set(s: Scenario, where: str, attr: str, value: int) -> None:
+    obj: Any = {"producer": s.producer, "consumer": s.consumer, "cluster": s, "topic": s.topics[0]}[where]
+    setattr(obj, attr, value)
+
+
+def _halve_numbers(s: Scenario, fails: Callable[[Scenario], bool]) -> bool:
+    """For each number, binary-search the smallest value (down to its floor) that still fails."""
+    changed = False
+    for where, attr, floor in NUMERIC:
+        lo, hi = floor, _get(s, where, attr)
+        while lo < hi:
+            mid = (lo + hi) // 2
+            trial = copy.deepcopy(s)
+            _set(trial, where, attr, mid)
+            if fails(trial):
+                hi, changed = mid, True
+                _set(s, where, attr, mid)
+            else:
+                lo = mid + 1
+    return changed
+
+
+def _toml_value(v: Any) -> str:
+    if isinstance(v, bool):
+        return "true" if v else "false"
+    if isinstance(v, (int, float)):
+        return repr(v)
+    if isinstance(v, str):
+        return json.dumps(v)
+    if isinstance(v, (list, tuple)):
+        return "[" + ", ".join(_toml_value(x) for x in v) + "]"
+    raise TypeError(f"cannot write {v!r} as TOML")
+
+
+def _fault_table(f: Fault) -> list[str]:
+    lines = ["[[faults]]", f"at_ms = {_toml_value(f.at_ms)}", f"kind = {_toml_value(f.kind)}"]
+    if f.kind in ("crash", "restart"):
+        lines.append(f"targets = {_toml_value(f.targets)}")
+    if f.kind == "crash":
+        lines.append(f"mode = {_toml_value(f.mode)}")
+    if f.kind == "partition":
+        lines.append(f"sides = {_toml_value(f.sides)}")
+    if f.kind in ("block", "clog"):
+        lines += [f"from = {_toml_value(f.src)}", f"to = {_toml_value(f.dst)}"]
+    if f.kind == "clog":
+        lines.append(f"extra_ms = {_toml_value(f.extra_ms)}")
+    return lines + [""]
+
+
+def dump_scenario(s: Scenario, comment: str = "") -> str:
+    """The scenario as TOML that load_scenario reads back to an equal Scenario."""
+    p, c = s.producer, s.consumer
+    acks = {-1: "all", 1: 1, 0: 0}[p.acks]
+    out = [f"# {comment}"] if comment else []
+    out += ["[scenario]", f"name = {_toml_value(s.name)}", f"description = {_toml_value(s.description)}",
+            f"duration_ms = {_toml_value(s.duration_ms)}", "", "[cluster]", f"brokers = {s.brokers}", "",
+            "[cluster.config]"]
+    out += [f"{json.dumps(k)} = {_toml_value(v)}" for k, v in sorted(s.broker_config.items())] + [""]
+    for t in s.topics:
+        out += ["[[topics]]", f"name = {_toml_value(t.name)}", f"partitions = {t.partitions}",
+                f"replication_factor = {t.replication_factor}", ""]
+    out += ["[workload.producer]", f"count = {p.count}", f"messages = {p.messages}",
+            f"rate_per_s = {_toml_value(p.rate_per_s)}", f"acks = {_toml_value(acks)}", f"key_space = {p.key_space}",
+            f"value_bytes = {p.value_bytes}", f"compression = {_toml_value(p.compression)}",
+            f"linger_ms = {_toml_value(p.linger_ms)}", "", "[workload.consumer]", f"count = {c.count}",
+            f"fetch_max_wait_ms = {c.fetch_max_wait_ms}", "", "[network]",
+            f"latency_ms = {_toml_value(list(s.latency_ms))}", ""]
+    for f in s.faults:
+        out += _fault_table(f)
+    out += ["[heal]", f"liveness_ms = {_toml_value(s.liveness_ms)}", "", "[guarantees]",
+            f"expected = {_toml_value(s.expected)}", ""]
+    return "\n".join(out)
