@@ -5,7 +5,7 @@
                                                     many runs, progress bar, JUnit XML
   kafkasim replay RUN_JSON                          re-run; verify the trace hash bit for bit
   kafkasim shrink RUN_JSON                          minimise a failing run to a new scenario file
-  kafkasim serve --port P --log-dir DIR [--zookeeper HOST:PORT] [--broker-id N]
+  kafkasim serve --port P --log-dir DIR [--zookeeper HOST:PORT] [--broker-id N] [--config K=V ...]
                                                     the same broker on real sockets and disks
   kafkasim load --bootstrap HOST:PORT --topic T     the workload's producer + consumer, for real
   kafkasim report REPORTS_DIR [--out DIR] [--master URL]
@@ -78,6 +78,12 @@ def _cmd_replay(args: argparse.Namespace) -> int:
     return 1
 
 
+def _key_value(text: str) -> str:
+    if "=" not in text or not text.split("=", 1)[0]:
+        raise argparse.ArgumentTypeError(f"expected KEY=VALUE, got {text!r}")
+    return text
+
+
 def _cmd_shrink(args: argparse.Namespace) -> int:
     from kafkasim.harness.shrink import shrink, size
 
@@ -93,7 +99,8 @@ def _cmd_shrink(args: argparse.Namespace) -> int:
 def _cmd_serve(args: argparse.Namespace) -> int:
     from kafkasim.runtime.real.serve import serve
 
-    return serve(args.port, args.log_dir, args.zookeeper, args.broker_id, args.host, args.trace)
+    configs = dict(kv.split("=", 1) for kv in args.config)
+    return serve(args.port, args.log_dir, args.zookeeper, args.broker_id, args.host, args.trace, configs)
 
 
 def _cmd_load(args: argparse.Namespace) -> int:
@@ -143,6 +150,9 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--zookeeper", help="HOST:PORT of a real ZooKeeper (default: an embedded store)")
     s.add_argument("--broker-id", type=int, default=0)
     s.add_argument("--trace", help="write the broker's trace (JSON lines) to this file")
+    s.add_argument("--config", action="append", default=[], type=_key_value, metavar="KEY=VALUE",
+                   help="a broker config by its server.properties name (repeatable), e.g. "
+                        "group.initial.rebalance.delay.ms=0")
     s.set_defaults(fn=_cmd_serve)
     ld = sub.add_parser("load", help="run the workload producer + consumer against a real broker")
     ld.add_argument("--bootstrap", required=True)
