@@ -78,7 +78,7 @@ class ReplicaManager:
         if p is None:
             return PartitionAppendResult(E.UNKNOWN_TOPIC_OR_PARTITION)
         try:
-            validated = validate_produce_records(records, self.log_config)
+            validated = validate_produce_records(records, p.log.config)  # the topic's max.message.bytes
             info = await p.append_records_to_leader(validated)
         except AppendError as exc:
             return PartitionAppendResult(exc.error_code, log_start_offset=p.log_start_offset, error_message=str(exc))
