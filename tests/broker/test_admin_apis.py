@@ -498,3 +498,21 @@ def test_advertised_admin_versions() -> None:
     assert {k: keys[k] for k in (20, 21, 22, 23, 32, 33, 35, 37, 44, 60)} == {
         20: (0, 6), 21: (0, 2), 22: (0, 5), 23: (2, 4), 32: (0, 4), 33: (0, 2), 35: (0, 4), 37: (0, 3), 44: (0, 1),
         60: (0, 1)}
+
+
+def test_topic_configs_are_honoured_by_the_log() -> None:
+    async def body(world: SimWorld, rt: NodeRuntime, servers: dict[str, Any]) -> Any:
+        w = await _connect(rt, "t")
+        assert await w.create_topic("other") == 0
+        await incremental(w, C.RESOURCE_TOPIC, "t", [("max.message.bytes", C.OP_SET, "300"),
+                                                     ("segment.bytes", C.OP_SET, "1000")])
+        big = await w.produce("t", -1, -1, -1, tag="x" * 400)
+        elsewhere = await w.produce("other", -1, -1, -1, tag="x" * 400)
+        for _ in range(12):
+            await w.produce("t", -1, -1, -1, tag="y" * 100)
+        segments = len(servers["broker"].replica_manager.get_partition("t", 0).log.segments)
+        return big, elsewhere, segments
+
+    big, elsewhere, segments = _run(body)
+    assert big[0] == E.MESSAGE_TOO_LARGE and elsewhere == (E.NONE, 0)
+    assert segments >= 2  # rolled at the topic's segment.bytes, not the broker's 1 GiB
