@@ -1,29 +1,65 @@
 """SimFileSystem: one node's disk, with what survives a crash decided by a seeded choice.
 
-State per file: `durable` (bytes that survive any crash) and `data` (what reads see now), plus
-the ordered list of operations since the last fsync (`pending`: writes and truncates). Per
-directory entry: whether its existence (create / rename / unlink) has been made durable by an
-fsync of the parent directory.
+State per file (`SimFile`): the bytes reads see now (`data`, `size`), the bytes that survive any
+crash (`durable`, `durable_size`), and the ordered operations since the last fsync (`pending`:
+writes and truncates). Files are sparse: bytes past `len(data)` up to `size` read as zeros, so
+preallocating a 10 MiB index costs nothing.
 
-On crash each file with pending operations resolves, by the disk's RNG, to one of:
-  keep_all   every pending operation reached the platter
-  drop_all   none did (the file reverts to its durable bytes)
-  prefix     the first k pending operations did (k uniform in 0..n)
-and each directory change not yet made durable by fsync_dir survives or vanishes by a coin
-flip. Every choice is reported through `on_event` (so it lands in the run's trace).
-The torn-sector, reorder and inode-first modes are added on this same structure by the storage
-work; the interface below does not change for them.
+Directory entries are a journal: every create / unlink / rename / mkdir / rmdir is durable only
+once its parent directory is fsynced (`fsync_dir`); until then it sits in `SimDisk.journal`.
+
+Power loss (`SimDisk.crash`) resolves each file with pending operations by one seeded choice:
+
+  keep_all          every pending operation reached the platter
+  drop_all          none did (the file is its durable bytes)
+  prefix            the first k pending operations did (k uniform in 0..n)
+  torn_sector       the first j did, write j+1 is cut at a 512 B sector boundary, the rest lost
+  torn_page         the same at a 4 KiB page boundary
+  reorder           write-back in any order: the size is the old or the new one, and each 4 KiB
+                    page touched by a pending write independently holds its new or its old bytes
+  inode_first       the first k operations did, and the new size is durable but the blocks past
+                    the old end are not: they read as zeros, garbage, or stale bytes of the file
+                    (the case Kafka's recovery exists for: a valid-looking tail of junk)
+  dropped_truncate  every write did, each pending truncate was dropped with probability 1/2
+
+then each journalled directory change survives or vanishes by a coin flip (applied in order;
+entries under a directory whose creation vanished vanish with it). fsynced bytes and fsynced
+entries always survive. Every choice is reported through `on_event` (so it lands in the run's
+trace): "disk_crash_file" and "disk_crash_entry".
+
+Faults without a crash, switchable per disk by the harness (`SimDisk.faults`, a `DiskFaults`):
+
+  eio_write_rate / fail_next_write()   a write or truncate fails with EIO; nothing is written
+  eio_fsync_rate / fail_next_fsync()   an fsync fails with EIO and, as Linux does, the file's
+                                       dirty pages are gone: reads see the durable bytes again
+  capacity_bytes                       ENOSPC: a write stores what fits, then fails
+  read_bitflip_rate                    a read returns one flipped bit (the platter is intact)
+  fsync_ms (on SimDisk)                fsync latency range; raise it for a slow disk
+  corrupt(path, pos, bit)              flip a stored bit (latent corruption) — harness use
+
+Every fault that fires is reported as "disk_fault". All randomness is the disk's seeded stream.
 """
 
 from __future__ import annotations
 
-from typing import Any, Callable, Optional
+import errno
+from dataclasses import dataclass
+from typing import Any, Callable, Iterable, Optional
 
 from kafkasim.runtime.api import FileHandle, FileSystem, NodeDead
 from kafkasim.runtime.rng import SeededRng
 from kafkasim.runtime.sim.kernel import Owner, SimKernel
 
-CRASH_MODES = ("keep_all", "drop_all", "prefix")
+SECTOR_BYTES = 512
+PAGE_BYTES = 4096
+CRASH_MODES = ("keep_all", "drop_all", "prefix", "torn_sector", "torn_page", "reorder",
+               "inode_first", "dropped_truncate")
+INODE_FIRST_FILLS = ("zeros", "garbage", "stale")
+
+# A pending operation: ("w", position, bytes) or ("t", new size, b"").
+Op = tuple[str, int, bytes]
+# A journalled directory change: (kind, path, file, source path for renames).
+EntryOp = tuple[str, str, Optional["SimFile"], str]
 
 
 def _norm(path: str) -> str:
@@ -35,47 +71,97 @@ def _parent(path: str) -> str:
     return path.rsplit("/", 1)[0] if "/" in path else ""
 
 
+def apply_ops(buf: bytearray, size: int, ops: Iterable[Op]) -> int:
+    """Apply operations in order to a sparse buffer (bytes past len(buf) up to size are zeros);
+    returns the new size. `buf` is modified in place."""
+    for kind, pos, chunk in ops:
+        if kind == "w":
+            if pos > len(buf):
+                buf += bytes(pos - len(buf))
+            buf[pos:pos + len(chunk)] = chunk
+            size = max(size, pos + len(chunk))
+        else:
+            if pos < len(buf):
+                del buf[pos:]
+            size = pos
+    return size
+
+
 class SimFile:
-    __slots__ = ("durable", "data", "pending")
+    __slots__ = ("data", "size", "durable", "durable_size", "pending")
 
     def __init__(self) -> None:
-        self.durable = b""
         self.data = bytearray()
-        self.pending: list[tuple[str, int, bytes]] = []  # ("w", pos, bytes) | ("t", size, b"")
+        self.size = 0
+        self.durable = bytearray()
+        self.durable_size = 0
+        self.pending: list[Op] = []
+
+    def read(self, pos: int, n: int) -> bytes:
+        end = min(pos + n, self.size)
+        if end <= pos:
+            return b""
+        out = bytes(self.data[pos:end])
+        if len(out) < end - pos:
+            out += bytes(end - pos - len(out))
+        return out
 
     def write(self, pos: int, chunk: bytes) -> None:
         end = pos + len(chunk)
-        if pos > len(self.data):
-            self.data += bytes(pos - len(self.data))
-        self.data[pos:end] = chunk
+        have = len(self.data)
+        if pos == have:
+            self.data += chunk
+        else:
+            if pos > have:
+                self.data += bytes(pos - have)
+            self.data[pos:end] = chunk
+        if end > self.size:
+            self.size = end
         self.pending.append(("w", pos, chunk))
 
     def truncate(self, size: int) -> None:
         if size < len(self.data):
             del self.data[size:]
-        else:
-            self.data += bytes(size - len(self.data))
+        self.size = size
         self.pending.append(("t", size, b""))
 
     def sync(self) -> None:
-        self.durable = bytes(self.data)
+        self.durable_size = apply_ops(self.durable, self.durable_size, self.pending)
         self.pending.clear()
 
-    def resolve_crash(self, keep: int) -> None:
-        """Keep the first `keep` pending operations, applied over the durable bytes."""
-        buf = bytearray(self.durable)
-        for kind, pos, chunk in self.pending[:keep]:
-            if kind == "w":
-                if pos > len(buf):
-                    buf += bytes(pos - len(buf))
-                buf[pos:pos + len(chunk)] = chunk
-            elif pos < len(buf):
-                del buf[pos:]
-            else:
-                buf += bytes(pos - len(buf))
-        self.durable = bytes(buf)
-        self.data = bytearray(buf)
+    def drop_dirty(self) -> None:
+        """Forget every unsynced operation (a failed fsync): reads see the durable bytes."""
+        self.data = bytearray(self.durable)
+        self.size = self.durable_size
         self.pending.clear()
+
+    def settle(self, buf: bytearray, size: int) -> None:
+        """After a crash: this is now both what reads see and what is durable."""
+        if len(buf) > size:
+            del buf[size:]
+        self.durable, self.durable_size = buf, size
+        self.data, self.size = bytearray(buf), size
+        self.pending.clear()
+
+
+@dataclass
+class DiskFaults:
+    """Faults a disk shows without a crash; the harness switches them per disk."""
+
+    eio_write_rate: float = 0.0
+    eio_fsync_rate: float = 0.0
+    read_bitflip_rate: float = 0.0
+    capacity_bytes: Optional[int] = None
+    fail_next_writes: int = 0
+    fail_next_fsyncs: int = 0
+
+    @property
+    def eio_rate(self) -> float:
+        return max(self.eio_write_rate, self.eio_fsync_rate)
+
+    @eio_rate.setter
+    def eio_rate(self, rate: float) -> None:
+        self.eio_write_rate = self.eio_fsync_rate = rate
 
 
 class SimDisk:
@@ -87,48 +173,258 @@ class SimDisk:
         self.kernel = kernel
         self.files: dict[str, SimFile] = {}
         self.dirs: set[str] = {""}
-        # Directory entries as the platter knows them (what survives a crash for certain).
+        # Directory entries as the platter knows them, and the changes not yet made durable.
         self.durable_files: dict[str, SimFile] = {}
         self.durable_dirs: set[str] = {""}
+        self.journal: list[EntryOp] = []
         self.fsync_ms: tuple[float, float] = (0.2, 2.0)
+        self.faults = DiskFaults()
         self.on_event: Callable[[str, dict[str, Any]], None] = lambda ev, f: None
 
+    # ---------------------------------------------------------------- fault control
+    @property
+    def capacity_bytes(self) -> Optional[int]:
+        return self.faults.capacity_bytes
+
+    @capacity_bytes.setter
+    def capacity_bytes(self, value: Optional[int]) -> None:
+        self.faults.capacity_bytes = value
+
+    @property
+    def read_bitflip_rate(self) -> float:
+        return self.faults.read_bitflip_rate
+
+    @read_bitflip_rate.setter
+    def read_bitflip_rate(self, rate: float) -> None:
+        self.faults.read_bitflip_rate = rate
+
+    def fail_next_write(self, n: int = 1) -> None:
+        self.faults.fail_next_writes += n
+
+    def fail_next_fsync(self, n: int = 1) -> None:
+        self.faults.fail_next_fsyncs += n
+
+    def corrupt(self, path: str, pos: int, bit: int = 0) -> None:
+        """Flip one stored bit, durably: latent corruption a later read will see."""
+        f = self.files[_norm(path)]
+        for buf, size in ((f.data, f.size), (f.durable, f.durable_size)):
+            if pos < size:
+                if pos >= len(buf):
+                    buf += bytes(pos + 1 - len(buf))
+                buf[pos] ^= 1 << bit
+        self._fault(path, "corrupt", "bitflip", pos=pos, bit=bit)
+
+    def _fault(self, path: str, op: str, fault: str, **extra: Any) -> None:
+        ev = {"disk": self.name, "path": path, "op": op, "fault": fault}
+        ev.update(extra)
+        self.on_event("disk_fault", ev)
+
+    def _fires(self, rate: float) -> bool:
+        return rate > 0 and self.rng.random() < rate
+
+    def check_write(self, path: str, op: str) -> None:
+        """EIO before a write or truncate, if the harness asked for one."""
+        fl = self.faults
+        if fl.fail_next_writes > 0 or self._fires(fl.eio_write_rate):
+            fl.fail_next_writes = max(0, fl.fail_next_writes - 1)
+            self._fault(path, op, "eio")
+            raise OSError(errno.EIO, "Input/output error (simulated)", path)
+
+    def space_for(self, path: str, f: SimFile, pos: int, n: int) -> int:
+        """How many of n bytes written at pos fit under capacity_bytes (materialized bytes)."""
+        cap = self.faults.capacity_bytes
+        if cap is None:
+            return n
+        used = sum(len(g.data) for g in {id(g): g for g in self.files.values()}.values())
+        growth = max(0, pos + n - len(f.data))
+        free = cap - used
+        if growth <= free:
+            return n
+        fits = max(0, min(n, len(f.data) + max(0, free) - pos))
+        self._fault(path, "write", "enospc", requested=n, written=fits)
+        return fits
+
+    def check_fsync(self, path: str, f: Optional[SimFile]) -> None:
+        fl = self.faults
+        if fl.fail_next_fsyncs > 0 or self._fires(fl.eio_fsync_rate):
+            fl.fail_next_fsyncs = max(0, fl.fail_next_fsyncs - 1)
+            dropped = 0
+            if f is not None:
+                dropped = len(f.pending)
+                f.drop_dirty()
+            self._fault(path, "fsync", "eio", dropped_ops=dropped)
+            raise OSError(errno.EIO, "Input/output error (simulated)", path)
+
+    def maybe_flip(self, path: str, pos: int, data: bytes) -> bytes:
+        if not data or not self._fires(self.faults.read_bitflip_rate):
+            return data
+        i = self.rng.randint(0, len(data) - 1)
+        bit = self.rng.randint(0, 7)
+        out = bytearray(data)
+        out[i] ^= 1 << bit
+        self._fault(path, "read", "bitflip", pos=pos + i, bit=bit)
+        return bytes(out)
+
+    # ---------------------------------------------------------------- directory journal
+    def log_entry(self, kind: str, path: str, f: Optional[SimFile] = None, src: str = "") -> None:
+        self.journal.append((kind, path, f, src))
+
+    def make_entries_durable(self, d: str) -> None:
+        keep: list[EntryOp] = []
+        for op in self.journal:
+            kind, path, _f, src = op
+            if _parent(path) == d or (kind == "rename" and _parent(src) == d):
+                self._apply_entry(op)
+            else:
+                keep.append(op)
+        self.journal = keep
+
+    def _apply_entry(self, op: EntryOp) -> None:
+        kind, path, f, src = op
+        if kind == "create" and f is not None:
+            self.durable_files[path] = f
+        elif kind == "unlink":
+            self.durable_files.pop(path, None)
+        elif kind == "rename" and f is not None:
+            if self.durable_files.get(src) is f:
+                del self.durable_files[src]
+            self.durable_files[path] = f
+        elif kind == "mkdir":
+            self.durable_dirs.add(path)
+        elif kind == "rmdir":
+            self.durable_dirs.discard(path)
+
+    # ---------------------------------------------------------------- power loss
     def crash(self) -> None:
         """Resolve everything not yet durable, as a power loss would."""
-        for path in sorted(self.files):
-            f = self.files[path]
-            if not f.pending:
-                continue
-            mode = self.rng.choice(list(CRASH_MODES))
-            n = len(f.pending)
-            keep = {"keep_all": n, "drop_all": 0}.get(mode)
-            if keep is None:
-                keep = self.rng.randint(0, n)
-            self.on_event("disk_crash_file", {"disk": self.name, "path": path, "mode": mode,
-                                              "pending_ops": n, "kept_ops": keep})
-            f.resolve_crash(keep)
+        seen: dict[int, tuple[str, SimFile]] = {}
+        names = sorted(set(self.files) | set(self.durable_files))
+        for path in names:
+            for f in (self.files.get(path), self.durable_files.get(path)):
+                if f is not None and id(f) not in seen:
+                    seen[id(f)] = (path, f)
+        for _op in self.journal:
+            if _op[2] is not None and id(_op[2]) not in seen:
+                seen[id(_op[2])] = (_op[1], _op[2])
+        for path, f in sorted(seen.values(), key=lambda pf: pf[0]):
+            if f.pending:
+                self._resolve_file(path, f)
         self._resolve_entries()
 
-    def _resolve_entries(self) -> None:
-        """Directory changes not fsynced survive or vanish, each by a coin flip."""
-        files: dict[str, SimFile] = {}
-        for path in sorted(set(self.files) | set(self.durable_files)):
-            live, durable = self.files.get(path), self.durable_files.get(path)
-            if live is durable:
-                if live is not None:
-                    files[path] = live
+    def _resolve_file(self, path: str, f: SimFile) -> None:
+        ops = f.pending
+        n = len(ops)
+        writes = [i for i, op in enumerate(ops) if op[0] == "w" and op[2]]
+        modes = ["keep_all", "drop_all", "prefix"]
+        if writes:
+            modes += ["torn_sector", "torn_page", "reorder", "inode_first"]
+        if any(op[0] == "t" for op in ops):
+            modes.append("dropped_truncate")
+        mode = self.rng.choice(modes)
+        ev: dict[str, Any] = {"disk": self.name, "path": path, "mode": mode, "pending_ops": n}
+        buf = bytearray(f.durable)
+        size = f.durable_size
+        if mode == "keep_all":
+            size = apply_ops(buf, size, ops)
+            ev["kept_ops"] = n
+        elif mode == "drop_all":
+            ev["kept_ops"] = 0
+        elif mode == "prefix":
+            k = self.rng.randint(0, n)
+            size = apply_ops(buf, size, ops[:k])
+            ev["kept_ops"] = k
+        elif mode in ("torn_sector", "torn_page"):
+            size = self._torn(buf, size, ops, writes, SECTOR_BYTES if mode == "torn_sector" else PAGE_BYTES, ev)
+        elif mode == "reorder":
+            buf, size = self._reorder(f, ev)
+        elif mode == "inode_first":
+            size = self._inode_first(buf, size, f, ev)
+        else:
+            kept = [op for op in ops if op[0] == "w" or self.rng.random() < 0.5]
+            ev["kept_ops"] = len(kept)
+            ev["dropped_truncates"] = n - len(kept)
+            size = apply_ops(buf, size, kept)
+        ev["size"] = size
+        self.on_event("disk_crash_file", ev)
+        f.settle(buf, size)
+
+    def _torn(self, buf: bytearray, size: int, ops: list[Op], writes: list[int], unit: int,
+              ev: dict[str, Any]) -> int:
+        j = self.rng.choice(writes)
+        size = apply_ops(buf, size, ops[:j])
+        _k, pos, chunk = ops[j]
+        first = (pos // unit + 1) * unit  # aligned boundaries strictly inside the write
+        count = max(0, (pos + len(chunk) - 1 - first) // unit + 1) if first < pos + len(chunk) else 0
+        cut = first + unit * self.rng.randint(0, count - 1) if count else pos
+        if cut > pos:
+            size = apply_ops(buf, size, [("w", pos, chunk[:cut - pos])])
+        ev.update(kept_ops=j, torn_op=j, torn_at=cut, granularity=unit)
+        return size
+
+    def _reorder(self, f: SimFile, ev: dict[str, Any]) -> tuple[bytearray, int]:
+        size = f.size if self.rng.random() < 0.5 else f.durable_size
+        pages = sorted({p for kind, pos, chunk in f.pending if kind == "w" and chunk
+                        for p in range(pos // PAGE_BYTES, (pos + len(chunk) - 1) // PAGE_BYTES + 1)})
+        out = bytearray(f.durable[:size])
+        kept = 0
+        for p in pages:
+            if self.rng.random() >= 0.5:
                 continue
+            kept += 1
+            lo, hi = p * PAGE_BYTES, min((p + 1) * PAGE_BYTES, size)
+            if lo >= hi:
+                continue
+            page = f.read(lo, hi - lo)  # the new bytes (zeros past the new size)
+            if len(out) < hi:
+                out += bytes(hi - len(out))
+            out[lo:hi] = page + bytes(hi - lo - len(page))
+        ev.update(pages_dirty=len(pages), pages_kept=kept)
+        return out, size
+
+    def _inode_first(self, buf: bytearray, size: int, f: SimFile, ev: dict[str, Any]) -> int:
+        k = self.rng.randint(0, len(f.pending))
+        size = apply_ops(buf, size, f.pending[:k])
+        fill = self.rng.choice(list(INODE_FIRST_FILLS))
+        new_size = f.size
+        if new_size <= size:
+            if len(buf) > new_size:
+                del buf[new_size:]
+            ev.update(kept_ops=k, fill=fill, filled_bytes=0)
+            return new_size
+        n = new_size - size
+        if len(buf) < size:
+            buf += bytes(size - len(buf))
+        if fill == "garbage":
+            buf += self.rng.randbytes(n)
+        elif fill == "stale":
+            # Blocks that once held this file's own earlier bytes: well-formed but out of place.
+            src = f.read(0, f.size) or b"\x00"
+            start = self.rng.randint(0, max(0, len(src) - 1)) // SECTOR_BYTES * SECTOR_BYTES
+            src = src[start:] + src[:start]
+            buf += (src * (n // len(src) + 1))[:n]
+        ev.update(kept_ops=k, fill=fill, filled_bytes=n)
+        return new_size
+
+    def _resolve_entries(self) -> None:
+        """Journalled directory changes survive or vanish, each by a coin flip, in order."""
+        for op in self.journal:
+            kind, path, _f, src = op
             survives = self.rng.random() < 0.5
-            self.on_event("disk_crash_entry", {"disk": self.name, "path": path,
-                                               "change": "create" if durable is None else ("unlink" if live is None else "replace"),
-                                               "survives": survives})
-            chosen = live if survives else durable
-            if chosen is not None:
-                files[path] = chosen
-        self.files = files
-        self.durable_files = dict(files)
-        self.dirs = self.dirs | self.durable_dirs | {_parent(p) for p in files}
-        self.durable_dirs = set(self.dirs)
+            ev: dict[str, Any] = {"disk": self.name, "path": path, "change": kind, "survives": survives}
+            if kind == "rename":
+                ev["src"] = src
+            self.on_event("disk_crash_entry", ev)
+            if survives:
+                self._apply_entry(op)
+        self.journal = []
+        dirs = {""}
+        for d in sorted(self.durable_dirs, key=lambda p: p.count("/")):
+            if d and _parent(d) in dirs:
+                dirs.add(d)
+        self.durable_dirs = dirs
+        self.durable_files = {p: f for p, f in sorted(self.durable_files.items()) if _parent(p) in dirs}
+        self.files = dict(self.durable_files)
+        self.dirs = set(dirs)
 
 
 class SimFileHandle(FileHandle):
@@ -142,28 +438,43 @@ class SimFileHandle(FileHandle):
             raise ValueError(f"I/O on closed file {self.path}")
         return self._f
 
-    def append(self, data: bytes | bytearray | memoryview) -> int:
+    def _write(self, pos: int, data: bytes | bytearray | memoryview) -> None:
         f = self._live()
-        pos = len(f.data)
-        f.write(pos, bytes(data))
+        disk = self.fs.disk
+        disk.check_write(self.path, "write")
+        chunk = bytes(data)
+        fits = disk.space_for(self.path, f, pos, len(chunk))
+        if fits < len(chunk):
+            if fits > 0:
+                f.write(pos, chunk[:fits])
+            raise OSError(errno.ENOSPC, "No space left on device (simulated)", self.path)
+        f.write(pos, chunk)
+
+    def append(self, data: bytes | bytearray | memoryview) -> int:
+        pos = self._live().size
+        self._write(pos, data)
         return pos
 
     def pwrite(self, pos: int, data: bytes | bytearray | memoryview) -> None:
-        self._live().write(pos, bytes(data))
+        self._write(pos, data)
 
     def read(self, pos: int, n: int) -> bytes:
-        return bytes(self._live().data[pos:pos + n])
+        data = self._live().read(pos, n)
+        return self.fs.disk.maybe_flip(self.path, pos, data)
 
     def truncate(self, size: int) -> None:
-        self._live().truncate(size)
+        f = self._live()
+        self.fs.disk.check_write(self.path, "truncate")
+        f.truncate(size)
 
     def size(self) -> int:
-        return len(self._live().data)
+        return self._live().size
 
     async def fsync(self) -> None:
         f = self._live()
         await self.fs._fsync_delay()
         self.fs._check()
+        self.fs.disk.check_fsync(self.path, f)
         f.sync()
 
     def close(self) -> None:
@@ -195,6 +506,7 @@ class SimFileSystem(FileSystem):
             if _parent(p) not in self.disk.dirs:
                 raise FileNotFoundError(2, "No such directory", _parent(p))
             f = self.disk.files[p] = SimFile()
+            self.disk.log_entry("create", p, f)
         return SimFileHandle(self, p, f)
 
     def exists(self, path: str) -> bool:
@@ -215,11 +527,15 @@ class SimFileSystem(FileSystem):
     def mkdir(self, path: str) -> None:
         self._check()
         p = _norm(path)
+        created: list[str] = []
         while p and p not in self.disk.dirs:
             if p in self.disk.files:
                 raise FileExistsError(17, "File exists", p)
-            self.disk.dirs.add(p)
+            created.append(p)
             p = _parent(p)
+        for d in reversed(created):
+            self.disk.dirs.add(d)
+            self.disk.log_entry("mkdir", d)
 
     def rename(self, src: str, dst: str) -> None:
         self._check()
@@ -228,13 +544,17 @@ class SimFileSystem(FileSystem):
             raise FileNotFoundError(2, "No such file", src)
         if _parent(d) not in self.disk.dirs:
             raise FileNotFoundError(2, "No such directory", _parent(d))
-        self.disk.files[d] = self.disk.files.pop(s)
+        f = self.disk.files.pop(s)
+        self.disk.files[d] = f
+        self.disk.log_entry("rename", d, f, s)
 
     def unlink(self, path: str) -> None:
         self._check()
         p = _norm(path)
-        if self.disk.files.pop(p, None) is None:
+        f = self.disk.files.pop(p, None)
+        if f is None:
             raise FileNotFoundError(2, "No such file", path)
+        self.disk.log_entry("unlink", p, f)
 
     def rmdir(self, path: str) -> None:
         self._check()
@@ -242,18 +562,14 @@ class SimFileSystem(FileSystem):
         if self.listdir(p):
             raise OSError(39, "Directory not empty", path)
         self.disk.dirs.discard(p)
+        self.disk.log_entry("rmdir", p)
 
     async def fsync_dir(self, path: str) -> None:
         self._check()
         d = _norm(path)
+        if d not in self.disk.dirs:
+            raise FileNotFoundError(2, "No such directory", path)
         await self._fsync_delay()
         self._check()
-        disk = self.disk
-        for p in sorted(set(disk.files) | set(disk.durable_files)):
-            if _parent(p) != d:
-                continue
-            if p in disk.files:
-                disk.durable_files[p] = disk.files[p]
-            else:
-                disk.durable_files.pop(p, None)
-        disk.durable_dirs |= {q for q in disk.dirs if _parent(q) == d or q == d}
+        self.disk.check_fsync(d, None)
+        self.disk.make_entries_durable(d)
