@@ -13,3 +13,28 @@ python3 -m pip install -q --disable-pip-version-check -e '.[test]'
 if [ ! -f real/maven/lib/.complete ]; then
   (cd real/maven && mvn -q -B dependency:copy-dependencies -DoutputDirectory=lib && touch lib/.complete)
 fi
+
+# Client drivers (real/clients/<client>/driver, protocol in real/clients/README.md). Each step is
+# skipped when its stamp matches the files it was built from.
+stamp_ok() { [ -f "$1" ] && [ "$(cat "$1")" = "$2" ]; }
+python3 -c 'import snappy' 2>/dev/null || python3 -m pip install -q --disable-pip-version-check 'python-snappy>=0.7,<1'
+(
+  cd real/clients/kafkajs
+  want="$(sha256sum package-lock.json | cut -d' ' -f1)"
+  stamp_ok node_modules/.kafkasim-stamp "$want" || { npm ci --no-audit --no-fund --loglevel=error && echo "$want" > node_modules/.kafkasim-stamp; }
+)
+(
+  cd real/clients/java
+  want="$(cat pom.xml src/*.java | sha256sum | cut -d' ' -f1)"
+  if ! stamp_ok classes/.kafkasim-stamp "$want"; then
+    rm -rf lib classes
+    mvn -q -B dependency:copy-dependencies -DoutputDirectory=lib
+    javac -nowarn -d classes -cp 'lib/*' src/*.java
+    echo "$want" > classes/.kafkasim-stamp
+  fi
+)
+(
+  cd real/clients/franz-go
+  want="$(cat go.mod go.sum *.go | sha256sum | cut -d' ' -f1)"
+  stamp_ok bin/.kafkasim-stamp "$want" || { go build -mod=readonly -o bin/driver . && echo "$want" > bin/.kafkasim-stamp; }
+)

@@ -1,0 +1,277 @@
+// kafkasim driver for the Apache Kafka Java client (protocol: ../README.md): one JSON command per
+// stdin line, one JSON reply per stdout line. Only replies go to stdout (System.out is pointed at
+// stderr; slf4j-simple logs to stderr).
+import com.fasterxml.jackson.databind.JsonNode;
+import com.fasterxml.jackson.databind.ObjectMapper;
+import java.io.BufferedReader;
+import java.io.InputStreamReader;
+import java.io.PrintStream;
+import java.nio.charset.StandardCharsets;
+import java.time.Duration;
+import java.util.*;
+import org.apache.kafka.clients.consumer.*;
+import org.apache.kafka.clients.producer.*;
+import org.apache.kafka.common.PartitionInfo;
+import org.apache.kafka.common.TopicPartition;
+import org.apache.kafka.common.serialization.StringDeserializer;
+import org.apache.kafka.common.serialization.StringSerializer;
+
+public final class Driver {
+  static final ObjectMapper JSON = new ObjectMapper();
+  static String bootstrap = System.getenv().getOrDefault("KAFKASIM_BOOTSTRAP", "127.0.0.1:9092");
+  static String clientId = "kafkasim-driver";
+  static final Map<String, KafkaProducer<String, String>> producers = new HashMap<>();
+  static final Map<String, Member> consumers = new LinkedHashMap<>();
+
+  static String describe(Throwable t) {
+    return t.getClass().getSimpleName() + ": " + t.getMessage();
+  }
+
+  static void note(List<String> errors, Throwable t) {
+    String m = describe(t);
+    if (!errors.contains(m) && errors.size() < 20) errors.add(m);
+  }
+
+  static String acks(JsonNode a) {
+    String s = a.asText();
+    return (s.equals("all") || s.equals("-1")) ? "all" : s;
+  }
+
+  // ---------------------------------------------------------------- produce
+  static KafkaProducer<String, String> producerFor(JsonNode cmd) {
+    String key = cmd.path("acks").asText("") + "|" + cmd.path("compression").asText("none") + "|" + cmd.path("idempotent").asText("");
+    return producers.computeIfAbsent(key, k -> {
+      Properties p = new Properties();
+      p.put(ProducerConfig.BOOTSTRAP_SERVERS_CONFIG, bootstrap);
+      p.put(ProducerConfig.CLIENT_ID_CONFIG, clientId);
+      p.put(ProducerConfig.KEY_SERIALIZER_CLASS_CONFIG, StringSerializer.class.getName());
+      p.put(ProducerConfig.VALUE_SERIALIZER_CLASS_CONFIG, StringSerializer.class.getName());
+      p.put(ProducerConfig.MAX_BLOCK_MS_CONFIG, "15000");
+      if (cmd.hasNonNull("acks")) p.put(ProducerConfig.ACKS_CONFIG, acks(cmd.get("acks")));
+      String codec = cmd.path("compression").asText("none");
+      if (!codec.equals("none")) p.put(ProducerConfig.COMPRESSION_TYPE_CONFIG, codec);
+      if (cmd.hasNonNull("idempotent")) p.put(ProducerConfig.ENABLE_IDEMPOTENCE_CONFIG, String.valueOf(cmd.get("idempotent").asBoolean()));
+      return new KafkaProducer<>(p);
+    });
+  }
+
+  static Map<String, Object> produce(JsonNode cmd) throws Exception {
+    KafkaProducer<String, String> p = producerFor(cmd);
+    int n = cmd.get("count").asInt();
+    String topic = cmd.get("topic").asText(), prefix = cmd.get("prefix").asText();
+    String keyPrefix = cmd.hasNonNull("key_prefix") ? cmd.get("key_prefix").asText() : null;
+    Integer partition = cmd.hasNonNull("partition") ? cmd.get("partition").asInt() : null;
+    Object[][] results = new Object[n][];
+    List<String> errors = Collections.synchronizedList(new ArrayList<>());
+    for (int i = 0; i < n; i++) {
+      final int idx = i;
+      final String v = prefix + "-" + i;
+      String k = keyPrefix == null ? null : keyPrefix + "-" + i;
+      try {
+        p.send(new ProducerRecord<>(topic, partition, k, v), (md, ex) -> {
+          if (ex != null) note(errors, ex);
+          else results[idx] = new Object[] {md.partition(), md.hasOffset() ? md.offset() : -1L, v};
+        });
+      } catch (Exception e) {
+        note(errors, e);
+        break;
+      }
+    }
+    try {
+      p.flush();
+    } catch (Exception e) {
+      note(errors, e);
+    }
+    List<Object> acked = new ArrayList<>();
+    for (Object[] r : results) if (r != null) acked.add(Arrays.asList(r));
+    Map<String, Object> reply = new LinkedHashMap<>();
+    reply.put("op", "produced");
+    reply.put("acked", acked);
+    reply.put("errors", new ArrayList<>(errors));
+    return reply;
+  }
+
+  // ---------------------------------------------------------------- consume
+  static final class Member {
+    final String topic, group;
+    final KafkaConsumer<String, String> c;
+    final Map<Integer, Long> returned = new TreeMap<>();
+    List<Integer> assigned = new ArrayList<>();
+
+    Member(JsonNode cmd) {
+      topic = cmd.get("topic").asText();
+      group = cmd.hasNonNull("group") ? cmd.get("group").asText() : null;
+      Properties p = new Properties();
+      p.put(ConsumerConfig.BOOTSTRAP_SERVERS_CONFIG, bootstrap);
+      p.put(ConsumerConfig.CLIENT_ID_CONFIG, clientId);
+      p.put(ConsumerConfig.KEY_DESERIALIZER_CLASS_CONFIG, StringDeserializer.class.getName());
+      p.put(ConsumerConfig.VALUE_DESERIALIZER_CLASS_CONFIG, StringDeserializer.class.getName());
+      p.put(ConsumerConfig.ENABLE_AUTO_COMMIT_CONFIG, "false");
+      p.put(ConsumerConfig.AUTO_OFFSET_RESET_CONFIG, cmd.path("from").asText("earliest"));
+      if (group != null) {
+        p.put(ConsumerConfig.GROUP_ID_CONFIG, group);
+        p.put(ConsumerConfig.SESSION_TIMEOUT_MS_CONFIG, cmd.path("session_timeout_ms").asText("10000"));
+        p.put(ConsumerConfig.HEARTBEAT_INTERVAL_MS_CONFIG, cmd.path("heartbeat_interval_ms").asText("1000"));
+      }
+      c = new KafkaConsumer<>(p);
+      if (group == null) {
+        long deadline = System.currentTimeMillis() + cmd.path("timeout_ms").asLong(10000);
+        List<PartitionInfo> parts = null;
+        while ((parts == null || parts.isEmpty()) && System.currentTimeMillis() < deadline) {
+          parts = c.partitionsFor(topic, Duration.ofMillis(Math.max(100, deadline - System.currentTimeMillis())));
+        }
+        if (parts == null || parts.isEmpty()) throw new IllegalStateException("topic " + topic + " has no partitions in metadata");
+        List<TopicPartition> tps = new ArrayList<>();
+        for (PartitionInfo pi : parts) tps.add(new TopicPartition(topic, pi.partition()));
+        tps.sort(Comparator.comparingInt(TopicPartition::partition));
+        c.assign(tps);
+        if (cmd.path("from").asText("earliest").equals("earliest")) c.seekToBeginning(tps);
+        else c.seekToEnd(tps);
+      } else {
+        c.subscribe(Collections.singletonList(topic));
+      }
+    }
+
+    List<Integer> assignment() {
+      List<Integer> out = new ArrayList<>();
+      for (TopicPartition tp : c.assignment()) if (tp.topic().equals(topic)) out.add(tp.partition());
+      Collections.sort(out);
+      return out;
+    }
+
+    List<Object> consume(int max, long timeoutMs) {
+      List<Object> out = new ArrayList<>();
+      long deadline = System.currentTimeMillis() + timeoutMs;
+      while (out.size() < max && System.currentTimeMillis() < deadline) {
+        long left = Math.max(1, Math.min(200, deadline - System.currentTimeMillis()));
+        ConsumerRecords<String, String> recs = c.poll(Duration.ofMillis(left));
+        Map<TopicPartition, Long> rewind = new HashMap<>();
+        for (ConsumerRecord<String, String> r : recs) {
+          TopicPartition tp = new TopicPartition(r.topic(), r.partition());
+          if (out.size() >= max) {
+            rewind.putIfAbsent(tp, r.offset());  // hand these back next time
+            continue;
+          }
+          if (rewind.containsKey(tp)) continue;
+          out.add(Arrays.asList(r.partition(), r.offset(), r.value()));
+          returned.put(r.partition(), r.offset() + 1);
+        }
+        for (Map.Entry<TopicPartition, Long> e : rewind.entrySet()) c.seek(e.getKey(), e.getValue());
+      }
+      return out;
+    }
+
+    List<Object> commit() {
+      Set<Integer> owned = new HashSet<>(assignment());
+      Map<TopicPartition, OffsetAndMetadata> offsets = new LinkedHashMap<>();
+      List<Object> out = new ArrayList<>();
+      for (Map.Entry<Integer, Long> e : returned.entrySet()) {
+        if (!owned.contains(e.getKey())) continue;
+        offsets.put(new TopicPartition(topic, e.getKey()), new OffsetAndMetadata(e.getValue()));
+        out.add(Arrays.asList(e.getKey(), e.getValue()));
+      }
+      if (!offsets.isEmpty()) c.commitSync(offsets);
+      return out;
+    }
+  }
+
+  static Map<String, Object> consume(JsonNode cmd) {
+    String key = cmd.get("topic").asText() + "|" + cmd.path("group").asText("\u0000");
+    Member m = consumers.get(key);
+    if (m == null) {
+      m = new Member(cmd);
+      consumers.put(key, m);
+    }
+    int max = cmd.hasNonNull("max") ? cmd.get("max").asInt() : Integer.MAX_VALUE;
+    List<Object> recs = m.consume(max, cmd.path("timeout_ms").asLong(10000));
+    Map<String, Object> reply = new LinkedHashMap<>();
+    reply.put("op", "consumed");
+    reply.put("records", recs);
+    reply.put("assignment", m.assignment());
+    if (cmd.path("commit").asBoolean(false) && m.group != null) reply.put("committed", m.commit());
+    return reply;
+  }
+
+  static Map<String, Object> commit(JsonNode cmd) {
+    List<Object> all = new ArrayList<>();
+    for (Member m : consumers.values()) if (m.group != null) all.addAll(m.commit());
+    Map<String, Object> reply = new LinkedHashMap<>();
+    reply.put("op", "committed");
+    reply.put("offsets", all);
+    return reply;
+  }
+
+  static void close() {
+    for (Member m : consumers.values()) m.c.close(Duration.ofSeconds(10));
+    for (KafkaProducer<String, String> p : producers.values()) p.close(Duration.ofSeconds(10));
+  }
+
+  static Map<String, Object> hello() {
+    Map<String, Object> r = new LinkedHashMap<>();
+    r.put("op", "hello");
+    r.put("client", "java");
+    r.put("version", org.apache.kafka.common.utils.AppInfoParser.getVersion());
+    r.put("language", "java " + System.getProperty("java.version"));
+    r.put("codecs", Arrays.asList("none", "gzip", "snappy", "lz4", "zstd"));
+    r.put("default_idempotent", true);
+    return r;
+  }
+
+  public static void main(String[] args) throws Exception {
+    for (int i = 0; i + 1 < args.length; i++) {
+      if (args[i].equals("--bootstrap") || args[i].equals("-bootstrap")) bootstrap = args[i + 1];
+      if (args[i].equals("--client-id")) clientId = args[i + 1];
+    }
+    PrintStream out = new PrintStream(new java.io.FileOutputStream(java.io.FileDescriptor.out), true, "UTF-8");
+    System.setOut(System.err);
+    BufferedReader in = new BufferedReader(new InputStreamReader(System.in, StandardCharsets.UTF_8));
+    String line;
+    while ((line = in.readLine()) != null) {
+      line = line.trim();
+      if (line.isEmpty()) continue;
+      JsonNode cmd;
+      try {
+        cmd = JSON.readTree(line);
+        if (cmd == null || !cmd.isObject()) throw new IllegalArgumentException("a command is a JSON object");
+      } catch (Exception e) {
+        Map<String, Object> r = new LinkedHashMap<>();
+        r.put("op", "error");
+        r.put("error", "bad command line: " + describe(e));
+        r.put("cmd", null);
+        out.println(JSON.writeValueAsString(r));
+        continue;
+      }
+      String op = cmd.path("op").asText("");
+      Map<String, Object> reply;
+      try {
+        switch (op) {
+          case "hello": reply = hello(); break;
+          case "produce": reply = produce(cmd); break;
+          case "consume": reply = consume(cmd); break;
+          case "commit": reply = commit(cmd); break;
+          case "close":
+            close();
+            reply = new LinkedHashMap<>();
+            reply.put("op", "closed");
+            break;
+          default:
+            reply = new LinkedHashMap<>();
+            reply.put("op", "error");
+            reply.put("error", "unknown op " + JSON.writeValueAsString(cmd.get("op")));
+            reply.put("cmd", op);
+        }
+      } catch (Throwable t) {
+        t.printStackTrace();
+        reply = new LinkedHashMap<>();
+        reply.put("op", "error");
+        reply.put("error", describe(t));
+        reply.put("cmd", op);
+      }
+      if (cmd.has("id")) reply.put("id", cmd.get("id"));
+      out.println(JSON.writeValueAsString(reply));
+      if (op.equals("close")) System.exit(0);
+    }
+    close();
+    System.exit(0);
+  }
+}

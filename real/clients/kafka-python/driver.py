@@ -1,0 +1,143 @@
+"""kafkasim driver for kafka-python (protocol: ../README.md)."""
+
+from __future__ import annotations
+
+import os
+import sys
+from typing import Any, Optional
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "common"))
+import pyloop  # noqa: E402
+
+import kafka  # noqa: E402
+import kafka.codec  # noqa: E402
+from kafka import KafkaConsumer, KafkaProducer, TopicPartition  # noqa: E402
+from kafka.structs import OffsetAndMetadata  # noqa: E402
+
+ARGS = pyloop.parse_args()
+CODECS = ["none", "gzip"] + [c for c, ok in (("snappy", kafka.codec.has_snappy()), ("lz4", kafka.codec.has_lz4()),
+                                              ("zstd", kafka.codec.has_zstd())) if ok]
+
+
+class Consumer:
+    def __init__(self, topic: str, group: Optional[str], cmd: dict[str, Any]) -> None:
+        self.topic, self.group = topic, group
+        conf: dict[str, Any] = dict(bootstrap_servers=ARGS.bootstrap, client_id=ARGS.client_id,
+                                    enable_auto_commit=False, auto_offset_reset=cmd.get("from", "earliest"),
+                                    group_id=group)
+        if group is not None:
+            conf["session_timeout_ms"] = cmd.get("session_timeout_ms", 10000)
+            conf["heartbeat_interval_ms"] = cmd.get("heartbeat_interval_ms", 1000)
+        self.c = KafkaConsumer(**conf)
+        self.returned: dict[int, int] = {}  # partition -> offset after the last record handed back
+        if group is None:
+            deadline = pyloop.Deadline(cmd.get("timeout_ms", 10000))
+            parts = self.c.partitions_for_topic(topic)
+            while not parts and not deadline.expired():
+                self.c.poll(timeout_ms=100)
+                parts = self.c.partitions_for_topic(topic)
+            if not parts:
+                raise RuntimeError(f"topic {topic!r} has no partitions in metadata")
+            tps = [TopicPartition(topic, p) for p in sorted(parts)]
+            self.c.assign(tps)
+            if cmd.get("from", "earliest") == "earliest":
+                self.c.seek_to_beginning(*tps)
+            else:
+                self.c.seek_to_end(*tps)
+        else:
+            self.c.subscribe([topic])
+
+    def assignment(self) -> list[int]:
+        return sorted(tp.partition for tp in self.c.assignment() if tp.topic == self.topic)
+
+    def consume(self, max_records: int, timeout_ms: int) -> list[list[Any]]:
+        out: list[list[Any]] = []
+        deadline = pyloop.Deadline(timeout_ms)
+        while len(out) < max_records and not deadline.expired():
+            batch = self.c.poll(timeout_ms=int(min(200, deadline.left_s() * 1000)) or 1,
+                                max_records=max_records - len(out))
+            for tp, recs in sorted(batch.items(), key=lambda kv: kv[0].partition):
+                for r in recs:
+                    out.append([tp.partition, r.offset, pyloop.text(r.value)])
+                    self.returned[tp.partition] = r.offset + 1
+        return out
+
+    def commit(self) -> list[list[int]]:
+        owned = set(self.assignment())
+        offsets = {p: o for p, o in self.returned.items() if p in owned}
+        if offsets:
+            self.c.commit({TopicPartition(self.topic, p): OffsetAndMetadata(o, "", -1) for p, o in offsets.items()})
+        return [[p, o] for p, o in sorted(offsets.items())]
+
+
+PRODUCERS: dict[tuple, KafkaProducer] = {}
+CONSUMERS: dict[tuple, Consumer] = {}
+
+
+def producer_for(cmd: dict[str, Any]) -> KafkaProducer:
+    key = (str(cmd.get("acks")), cmd.get("compression", "none"), cmd.get("idempotent"))
+    if key not in PRODUCERS:
+        conf: dict[str, Any] = dict(bootstrap_servers=ARGS.bootstrap, client_id=ARGS.client_id)
+        if "acks" in cmd and cmd["acks"] is not None:
+            conf["acks"] = pyloop.acks_of(cmd)
+        if cmd.get("compression", "none") != "none":
+            conf["compression_type"] = cmd["compression"]
+        if cmd.get("idempotent") is not None:
+            conf["enable_idempotence"] = bool(cmd["idempotent"])
+        PRODUCERS[key] = KafkaProducer(**conf)
+    return PRODUCERS[key]
+
+
+def hello(cmd: dict[str, Any]) -> dict[str, Any]:
+    return {"op": "hello", "client": "kafka-python", "version": kafka.__version__, "language": "python",
+            "codecs": CODECS, "default_idempotent": True}
+
+
+def produce(cmd: dict[str, Any]) -> dict[str, Any]:
+    p = producer_for(cmd)
+    futures = []
+    for i in range(int(cmd["count"])):
+        v = pyloop.value_of(cmd["prefix"], i)
+        k = pyloop.key_of(cmd.get("key_prefix"), i)
+        futures.append((v, p.send(cmd["topic"], value=v.encode(), key=None if k is None else k.encode(),
+                                  partition=cmd.get("partition"))))
+    p.flush(timeout=cmd.get("timeout_ms", 30000) / 1000)
+    acked: list[list[Any]] = []
+    errors: list[str] = []
+    for v, f in futures:
+        try:
+            md = f.get(timeout=0.1)
+            acked.append([md.partition, md.offset, v])
+        except Exception as exc:  # noqa: BLE001 - per-record failure is data
+            pyloop.note_error(errors, exc)
+    return {"op": "produced", "acked": acked, "errors": errors}
+
+
+def consume(cmd: dict[str, Any]) -> dict[str, Any]:
+    key = (cmd["topic"], cmd.get("group"))
+    if key not in CONSUMERS:
+        CONSUMERS[key] = Consumer(cmd["topic"], cmd.get("group"), cmd)
+    c = CONSUMERS[key]
+    recs = c.consume(int(cmd.get("max", 1 << 30)), int(cmd.get("timeout_ms", 10000)))
+    reply: dict[str, Any] = {"op": "consumed", "records": recs, "assignment": c.assignment()}
+    if cmd.get("commit") and c.group is not None:
+        reply["committed"] = c.commit()
+    return reply
+
+
+def commit(cmd: dict[str, Any]) -> dict[str, Any]:
+    offsets: list[list[int]] = []
+    for c in CONSUMERS.values():
+        if c.group is not None:
+            offsets += c.commit()
+    return {"op": "committed", "offsets": offsets}
+
+
+def close() -> None:
+    for c in CONSUMERS.values():
+        c.c.close()
+    for p in PRODUCERS.values():
+        p.close(timeout=10)
+
+
+pyloop.serve({"hello": hello, "produce": produce, "consume": consume, "commit": commit}, close)
