@@ -293,7 +293,8 @@ class AdminApis:
         results = []
         for t in req.topics:
             if names.count(t.name) > 1:
-                results.append(R(name=t.name, error_code=E.INVALID_REQUEST, error_message="Duplicate topic in request."))
+                results.append(R(name=t.name, error_code=E.INVALID_REQUEST,
+                                 error_message="Duplicate topic in request."))
                 continue
             assignments = None if t.assignments is None else [list(a.broker_ids) for a in t.assignments]
             try:
@@ -335,7 +336,7 @@ class AdminApis:
             except NodeExistsError:
                 pass
         s.rt.trace("partitions_created", topic=topic, partitions=count)
-        await s._load_topic(topic)  # noqa: SLF001 - the controller's onNewPartitionCreation + LeaderAndIsr
+        await s._load_topic(topic)  # the controller's onNewPartitionCreation + LeaderAndIsr
 
     def _new_assignment(self, current: dict[int, list[int]], count: int,
                         assignments: Optional[list[list[int]]]) -> dict[int, list[int]]:
@@ -420,7 +421,7 @@ class AdminApis:
         for res in req.resources:
             props = {c.name: c.value for c in res.configs if c.value is not None}
             code, msg = await self._alter(ConfigResource(res.resource_type, res.resource_name),
-                                          lambda _old, p=props: p, req.validate_only)
+                                          _replace_with(props), req.validate_only)
             out.append(R(error_code=code, error_message=msg, resource_type=res.resource_type,
                          resource_name=res.resource_name))
         return AlterConfigsResponse(throttle_time_ms=0, responses=out)
@@ -490,7 +491,7 @@ class AdminApis:
             raise AdminError(E.INVALID_CONFIG, f"Invalid config value for resource {resource}: {exc}") from exc
         if validate_only:
             return
-        await self.m._write_entity("topics", topic, new)  # noqa: SLF001
+        await self.m._write_entity("topics", topic, new)
         await self.m.apply_topic_config(topic, new)
         self.server.rt.trace("topic_config_changed", topic=topic, config=dict(sorted(new.items())))
 
@@ -512,7 +513,7 @@ class AdminApis:
         if validate_only:
             return
         entity = C.DEFAULT_BROKER_ENTITY if is_default else resource.name
-        await self.m._write_entity("brokers", entity, new)  # noqa: SLF001
+        await self.m._write_entity("brokers", entity, new)
         if is_default:
             self.m.dynamic_default = new
         else:
@@ -605,6 +606,11 @@ class AdminApis:
             return E.UNKNOWN_LEADER_EPOCH, UNDEFINED_EPOCH, UNDEFINED_EPOCH_OFFSET
         epoch, end = end_offset_for_epoch(part, requested)
         return E.NONE, epoch, end
+
+
+def _replace_with(props: dict[str, str]) -> Callable[[dict[str, str]], dict[str, str]]:
+    """Legacy AlterConfigs: the request's set replaces the whole config."""
+    return lambda _old: dict(props)
 
 
 def advance_log_start_offset(log: Any, offset: int) -> int:

@@ -354,7 +354,7 @@ Synonym = tuple[str, Optional[str], int]
 def _config_synonyms(primary: str, names: tuple[str, ...], layers: BrokerConfigLayers) -> list[Synonym]:
     """ConfigHelper.configSynonyms: each layer's values of the synonym names, then
     dropWhile(name != primary)."""
-    found = [(n, layer[n], src) for layer, src in layers.ordered() for n in names if n in layer]
+    found: list[Synonym] = [(n, layer[n], src) for layer, src in layers.ordered() for n in names if n in layer]
     while found and found[0][0] != primary:
         found.pop(0)
     return found
@@ -467,7 +467,7 @@ def apply_incremental(props: dict[str, str], ops: list[tuple[str, int, Optional[
                                             f"Config value {verb} is not allowed for config key: {name}")
             given = str(value).split(",")
             if op == OP_APPEND:
-                old = (out.get(name) if name in out else default_of(name) or "").split(",")
+                old = (out[name] if name in out else default_of(name) or "").split(",")
                 out[name] = ",".join(old + [v for v in given if v not in old])
             else:
                 old = out[name].split(",") if name in out else []

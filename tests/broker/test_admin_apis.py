@@ -258,10 +258,12 @@ def test_dynamic_broker_configs_layer_under_topic_overrides_and_survive_restart(
         out["topic"] = await incremental(w, C.RESOURCE_TOPIC, "u", [("segment.bytes", C.OP_SET, "5000")])
         out["t"] = rows(await describe(w, C.RESOURCE_TOPIC, "t", ["segment.bytes", "retention.ms"]))
         out["cluster"] = rows(await describe(w, C.RESOURCE_BROKER, ""))
-        out["znodes"] = [await zk_json(servers, "/config/brokers/<default>"), await zk_json(servers, "/config/brokers/0")]
+        out["znodes"] = [await zk_json(servers, "/config/brokers/<default>"),
+                         await zk_json(servers, "/config/brokers/0")]
         w = await _restart_broker(world, rt, servers)
         rm = servers["broker"].replica_manager
-        out["logs"] = (rm.get_partition("t", 0).log.config.segment_bytes, rm.get_partition("u", 0).log.config.segment_bytes)
+        out["logs"] = (rm.get_partition("t", 0).log.config.segment_bytes,
+                       rm.get_partition("u", 0).log.config.segment_bytes)
         return out
 
     out = _run(body)
@@ -290,7 +292,8 @@ def test_create_partitions_answers_and_znodes() -> None:
 
         out = [await cp("d", 2), await cp("d", 1), await cp("d", 4, validate=True),
                await cp("d", 4, [T.CreatePartitionsAssignment(broker_ids=[0])]),
-               await cp("d", 4, [T.CreatePartitionsAssignment(broker_ids=[5]), T.CreatePartitionsAssignment(broker_ids=[0])]),
+               await cp("d", 4, [T.CreatePartitionsAssignment(broker_ids=[5]),
+                                 T.CreatePartitionsAssignment(broker_ids=[0])]),
                await cp("d", 3), await cp("nope", 3), await cp("d", 5, version=0)]
         meta = await w.call(A.METADATA, 12, MetadataRequest(topics=[MetadataRequest.MetadataRequestTopic(name="d")],
                                                             allow_auto_topic_creation=False))
@@ -326,8 +329,10 @@ def test_delete_topics_removes_znodes_logs_and_metadata() -> None:
         b_id = servers["broker"].metadata_cache.topic("b").topic_id
         r5 = await w.call(A.DELETE_TOPICS, 5, DT(topic_names=["nope", "a"], timeout_ms=5000))
         S = DT.DeleteTopicState
-        r6 = await w.call(A.DELETE_TOPICS, 6, DT(topics=[S(name=None, topic_id=b_id), S(name=None, topic_id=bytes(range(16))),
-                                                         S(name=None, topic_id=bytes(16)), S(name="c", topic_id=bytes(16))],
+        r6 = await w.call(A.DELETE_TOPICS, 6, DT(topics=[S(name=None, topic_id=b_id),
+                                                         S(name=None, topic_id=bytes(range(16))),
+                                                         S(name=None, topic_id=bytes(16)),
+                                                         S(name="c", topic_id=bytes(16))],
                                                  timeout_ms=5000))
         zk = servers["broker"].zk
         left = [p for p in ("/brokers/topics/a", "/config/topics/a", "/admin/delete_topics/a", "/brokers/topics/b")
@@ -405,7 +410,8 @@ def test_delete_records_moves_the_log_start_offset() -> None:
         return out, earliest.topics[0].partitions[0].offset, fetch.responses[0].partitions[0].error_code
 
     out, earliest, fetch_error = _run(body)
-    assert out == [[(0, 3, 0), (1, 0, 0)], [(0, 3, 0)], [(0, -1, E.OFFSET_OUT_OF_RANGE), (5, -1, E.UNKNOWN_TOPIC_OR_PARTITION)],
+    assert out == [[(0, 3, 0), (1, 0, 0)], [(0, 3, 0)],
+                   [(0, -1, E.OFFSET_OUT_OF_RANGE), (5, -1, E.UNKNOWN_TOPIC_OR_PARTITION)],
                    [(0, 10, 0)], [(0, -1, E.UNKNOWN_TOPIC_OR_PARTITION)], [(0, -1, E.POLICY_VIOLATION)]]
     assert earliest == 10 and fetch_error == E.OFFSET_OUT_OF_RANGE
 

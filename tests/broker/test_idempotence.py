@@ -238,7 +238,7 @@ def test_producer_state_survives_a_crash_via_snapshot_and_log_replay() -> None:
         _, pid, epoch = await w.init_producer_id()
         seq = 0
         offsets = []
-        for i in range(12):  # ~500-byte batches into 1500-byte segments: several rolls
+        for _ in range(12):  # ~500-byte batches into 1500-byte segments: several rolls
             offsets.append(await w.produce("t", pid, epoch, seq, n=2, tag="x" * 200))
             seq += 2
         part = servers["broker"].replica_manager.get_partition("t", 0)

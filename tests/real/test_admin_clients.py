@@ -27,7 +27,7 @@ def _partitions(bootstrap: str, topic: str) -> list[int]:
             if parts:
                 return sorted(parts)
             time.sleep(0.2)
-            c._client.cluster.request_update()  # noqa: SLF001
+            c._client.cluster.request_update()
             c.topics()
         return []
     finally:
@@ -77,8 +77,8 @@ def test_confluent_admin_topics_partitions_configs_records_cluster(broker: Serve
     assert len(described) == 36
     assert (described["retention.ms"].value, described["retention.ms"].source) == (
         "1000", ConfigSource.DYNAMIC_TOPIC_CONFIG.value)
-    assert (described["segment.bytes"].value, described["segment.bytes"].source, described["segment.bytes"].is_default) \
-        == ("1073741824", ConfigSource.DEFAULT_CONFIG.value, True)
+    seg = described["segment.bytes"]
+    assert (seg.value, seg.source, seg.is_default) == ("1073741824", ConfigSource.DEFAULT_CONFIG.value, True)
     assert described["cleanup.policy"].value == "delete" and not described["cleanup.policy"].is_read_only
 
     incremental = ConfigResource(ResourceType.TOPIC, "ck-a", incremental_configs=[

@@ -63,7 +63,7 @@ def test_kafka_python_idempotent_by_default(broker: ServedBroker) -> None:
     assert producer.config["enable_idempotence"] is True  # the client's default, not forced here
     futures = [producer.send(topic, value=v, partition=0) for v in sent]
     offsets = [f.get(timeout=30).offset for f in futures]
-    pid = producer._transaction_manager.producer_id_and_epoch.producer_id  # noqa: SLF001
+    pid = producer._transaction_manager.producer_id_and_epoch.producer_id
     producer.close()
     assert pid >= 0
     assert offsets == list(range(N))
@@ -101,7 +101,7 @@ def test_aiokafka_enable_idempotence(broker: ServedBroker) -> None:
         try:
             futures = [await producer.send(topic, value=v, partition=0) for v in sent]
             offsets = [(await f).offset for f in futures]
-            pid = producer._txn_manager.producer_id  # noqa: SLF001
+            pid = producer._txn_manager.producer_id
         finally:
             await producer.stop()
         return offsets, pid
@@ -120,6 +120,6 @@ def test_producers_get_distinct_ids_across_clients(broker: ServedBroker) -> None
     for i in range(2):
         producer = KafkaProducer(bootstrap_servers=broker.bootstrap)
         producer.send(f"ids-{i}", value=b"x", partition=0).get(timeout=30)
-        ids.append(producer._transaction_manager.producer_id_and_epoch.producer_id)  # noqa: SLF001
+        ids.append(producer._transaction_manager.producer_id_and_epoch.producer_id)
         producer.close()
     assert len(set(ids)) == 2 and all(0 <= i < 1000 for i in ids)
