@@ -522,3 +522,17 @@ def test_topic_configs_are_honoured_by_the_log() -> None:
     big, elsewhere, segments = _run(body)
     assert big[0] == E.MESSAGE_TOO_LARGE and elsewhere == (E.NONE, 0)
     assert segments >= 2  # rolled at the topic's segment.bytes, not the broker's 1 GiB
+
+
+def test_describe_broker_group_configs() -> None:
+    async def body(world: SimWorld, rt: NodeRuntime, servers: dict[str, Any]) -> Any:
+        w = await _connect(rt)
+        return rows(await describe(w, C.RESOURCE_BROKER, "0", ["offsets.topic.replication.factor",
+                                                               "group.initial.rebalance.delay.ms"]))
+
+    # As a Kafka 3.9.1 broker whose server.properties sets the two (realkafka's does).
+    assert _run(body, group_initial_rebalance_delay_ms=0) == [
+        ("group.initial.rebalance.delay.ms", "0", 4, 3, [("group.initial.rebalance.delay.ms", "0", 4),
+                                                         ("group.initial.rebalance.delay.ms", "3000", 5)]),
+        ("offsets.topic.replication.factor", "1", 4, 4, [("offsets.topic.replication.factor", "1", 4),
+                                                         ("offsets.topic.replication.factor", "3", 5)])]
