@@ -129,8 +129,10 @@ class KafkaZkClient:
                            controller_epoch: int) -> TopicAssignment:
         validate_topic_name(name)
         topic_id = Z.uuid_to_str(self.rt.rng("topic-ids").randbytes(16))
-        if not await self.zk.exists(f"{Z.CONFIG_TOPICS}/{name}"):
+        try:  # a concurrent creation of the same topic may have written it first
             await self.zk.create(f"{Z.CONFIG_TOPICS}/{name}", Z.topic_config_json(config), makepath=True)
+        except NodeExistsError:
+            pass
         try:
             await self.zk.create(Z.topic_path(name), Z.topic_assignment_json(assignment, topic_id), makepath=True)
         except NodeExistsError as exc:
