@@ -13,6 +13,7 @@ each flips to a real assertion the moment the API lands:
 from __future__ import annotations
 
 import itertools
+import os
 import time
 from collections import defaultdict
 from typing import Any, Iterator, Optional
@@ -237,6 +238,9 @@ def _rounds(members: list[Driver], topic: str, group: str, until: Any, deadline_
                 bad = [(a, b) for a, b in zip(offs, offs[1:]) if b != a + 1 and b != 0]
                 assert not bad, f"{m.client}: partition {p} out of order within a poll: {offs}"
             replies.append(r)
+        if os.environ.get("KAFKASIM_TRACE_ROUNDS"):
+            print(f"round t={time.monotonic():.1f} assignments={[r['assignment'] for r in replies]} "
+                  f"records={[len(r['records']) for r in replies]}")
         if until(replies) or time.monotonic() > deadline:
             return replies
 
