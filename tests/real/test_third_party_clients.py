@@ -90,3 +90,12 @@ def test_kafkasim_load_generator_against_served_broker(broker: ServedBroker) -> 
                           "--rate", "4000"], capture_output=True, text=True, timeout=120)
     assert out.returncode == 0, out.stdout + out.stderr
     assert '"consumed": 400' in out.stdout and '"lost": 0' in out.stdout
+
+
+def test_confluent_list_all_topics(broker: ServedBroker) -> None:
+    """librdkafka sends Metadata v12 with 3 trailing bytes; Kafka ignores them, so must we."""
+    from confluent_kafka import Producer
+
+    subprocess.run(["kcat", "-b", broker.bootstrap, "-P", "-t", "listed"], input=b"x\n", timeout=60, check=True)
+    topics = Producer({"bootstrap.servers": broker.bootstrap}).list_topics(timeout=10).topics
+    assert "listed" in topics and len(topics["listed"].partitions) == 1

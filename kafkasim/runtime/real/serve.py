@@ -19,6 +19,8 @@ def serve(port: int, log_dir: str, zookeeper: Optional[str], broker_id: int, hos
     from kafkasim.broker.server import KafkaServer
 
     async def main() -> int:
+        if trace_path:
+            os.makedirs(os.path.dirname(os.path.abspath(trace_path)), exist_ok=True)
         trace_file = open(trace_path, "a", buffering=1) if trace_path else None
         data_dir = os.path.abspath(log_dir)
         node = RealNode(f"broker-{broker_id}", data_dir, zookeeper, host=host, trace=JsonlTrace(trace_file))
