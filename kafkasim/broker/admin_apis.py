@@ -29,6 +29,7 @@ rules, computed from the leader epochs stamped in the log's batches).
 
 from __future__ import annotations
 
+import inspect
 import json
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Awaitable, Callable, Optional
@@ -189,8 +190,7 @@ class AdminManager:
         for key in sorted(k for k in rm.partitions if k[0] == topic):
             part = rm.partitions.pop(key)
             part.wake_waiters()
-            part.log.close()
-            self._delete_dir(part.log.dir)
+            await self._delete_log(part)
         for path, recursive in ((Z.topic_path(topic), True), (f"{Z.CONFIG_TOPICS}/{topic}", False),
                                 (f"{Z.ADMIN_DELETE_TOPICS}/{topic}", False)):
             try:
@@ -199,6 +199,19 @@ class AdminManager:
                 pass
         self.server.metadata_cache.topics.pop(topic, None)
         self.server.rt.trace("topic_deleted", topic=topic)
+
+    async def _delete_log(self, part: "Partition") -> None:
+        """The storage's LogManager.async_delete (Kafka's asyncDelete) when it has one, so its
+        checkpoints and jobs forget the log; otherwise close the log and remove its files."""
+        manager = getattr(self.server.replica_manager, "log_manager", None)
+        delete = getattr(manager, "async_delete", None)
+        if callable(delete):
+            result = delete(part.topic, part.index)
+            if inspect.isawaitable(result):
+                await result
+            return
+        part.log.close()
+        self._delete_dir(part.log.dir)
 
     def _delete_dir(self, path: str) -> None:
         fs = self.server.rt.fs
@@ -572,7 +585,7 @@ class AdminApis:
         for (topic, index), part in sorted(rm.partitions.items()):
             if wanted is not None and index not in wanted.get(topic, set()):
                 continue
-            size = sum(seg.size for seg in part.log.segments)
+            size = log_size_in_bytes(part.log)
             by_topic.setdefault(topic, []).append(T.DescribeLogDirsPartition(
                 partition_index=index, partition_size=size, offset_lag=0, is_future_key=False))
         topics = [T(name=name, partitions=parts) for name, parts in by_topic.items()]
@@ -606,6 +619,14 @@ class AdminApis:
             return E.UNKNOWN_LEADER_EPOCH, UNDEFINED_EPOCH, UNDEFINED_EPOCH_OFFSET
         epoch, end = end_offset_for_epoch(part, requested)
         return E.NONE, epoch, end
+
+
+def log_size_in_bytes(log: Any) -> int:
+    """UnifiedLog.size: the bytes of its segments (the storage's own figure when it has one)."""
+    size = getattr(log, "size_in_bytes", None)
+    if size is not None:
+        return int(size() if callable(size) else size)
+    return sum(int(seg.size) for seg in log.segments)
 
 
 def _replace_with(props: dict[str, str]) -> Callable[[dict[str, str]], dict[str, str]]:
