@@ -150,6 +150,11 @@ class Stream(abc.ABC):
     async def write(self, data: bytes | bytearray | memoryview) -> None:
         """Queue the bytes for the peer; returns once the local buffer accepted them."""
 
+    async def sendfile(self, fh: "FileHandle", offset: int, count: int) -> None:
+        """Send `count` bytes of an open data file from `offset` (Kafka's FileRecords.writeTo):
+        zero-copy os.sendfile in the real world; read + write where that is all there is."""
+        await self.write(fh.read(offset, count))
+
     @abc.abstractmethod
     def close(self) -> None:
         """Close both directions; the peer reads EOF. Idempotent."""

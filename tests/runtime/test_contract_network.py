@@ -155,3 +155,27 @@ def test_killing_the_server_node_breaks_client_reads(world: World) -> None:
         return [first, outcome, refused]
 
     assert world.run(main) == [b"1", "closed", True]
+
+
+def test_sendfile_sends_a_file_region_between_writes(world: World) -> None:
+    """Stream.sendfile (os.sendfile in the real world) interleaves in order with write()."""
+    async def main(ctx: Ctx) -> bytes:
+        srv_rt, got = ctx.node("server"), ctx.rt.future()
+        fh = srv_rt.fs.open("segment.log")
+        fh.append(bytes(range(256)) * 64)  # 16 KiB of known bytes
+
+        async def handle(s: Stream) -> None:
+            await s.read_exactly(1)
+            await s.write(b"<")
+            await s.sendfile(fh, 1000, 5000)
+            await s.write(b">")
+            s.close()
+
+        server = await srv_rt.net.serve(srv_rt.host, 0, handle)
+        c = await ctx.rt.net.connect(srv_rt.host, server.port, TIMEOUT_MS)
+        await c.write(b"?")
+        got.set_result(await c.read_exactly(5002))
+        return got.result()
+
+    data = world.run(main)
+    assert data == b"<" + (bytes(range(256)) * 64)[1000:6000] + b">"

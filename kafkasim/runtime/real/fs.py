@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import os
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from kafkasim.runtime.api import FileHandle, FileSystem
 
@@ -16,10 +16,17 @@ if TYPE_CHECKING:
 class RealFileHandle(FileHandle):
     def __init__(self, fs: "RealFileSystem", path: str, fd: int) -> None:
         self._fs, self.path, self._fd = fs, path, fd
+        self._fileobj: Any = None
         self._size = os.fstat(fd).st_size
 
     def fileno(self) -> int:
         return self._fd
+
+    def fileobj(self) -> Any:
+        """A binary file object over the same descriptor (not owning it), for loop.sendfile."""
+        if self._fileobj is None:
+            self._fileobj = open(self._fd, "rb", buffering=0, closefd=False)
+        return self._fileobj
 
     def append(self, data: bytes | bytearray | memoryview) -> int:
         self._fs._node.check()

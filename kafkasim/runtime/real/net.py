@@ -8,7 +8,7 @@ import socket
 import struct
 from typing import TYPE_CHECKING, Any
 
-from kafkasim.runtime.api import (ConnectionClosed, ConnectionRefused, ConnectionReset,
+from kafkasim.runtime.api import (ConnectionClosed, ConnectionRefused, ConnectionReset, FileHandle,
                                   FrameTooLarge, Network, NodeDead, RuntimeTimeout, Server,
                                   Stream, StreamHandler)
 
@@ -50,6 +50,21 @@ class RealStream(Stream):
         try:
             self._w.write(data)
             await self._w.drain()
+        except (ConnectionResetError, BrokenPipeError) as exc:
+            raise ConnectionReset(str(exc)) from exc
+
+    async def sendfile(self, fh: FileHandle, offset: int, count: int) -> None:
+        """os.sendfile from the page cache straight to the socket (asyncio falls back to
+        read + write only where the transport cannot)."""
+        self._node.check()
+        if self._closed or self._w.is_closing():
+            raise ConnectionClosed("sendfile on a closed stream")
+        fileobj = getattr(fh, "fileobj", None)
+        if fileobj is None:
+            await super().sendfile(fh, offset, count)
+            return
+        try:
+            await asyncio.get_running_loop().sendfile(self._w.transport, fileobj(), offset, count)
         except (ConnectionResetError, BrokenPipeError) as exc:
             raise ConnectionReset(str(exc)) from exc
 
