@@ -10,16 +10,22 @@ unsupported version of any API but ApiVersions — which instead gets Kafka's KI
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+import struct
+from typing import TYPE_CHECKING, Any
 
 from kafkasim.protocol import api as A
 from kafkasim.protocol.errors import ProtocolError
-from kafkasim.protocol.framing import (api_versions_unsupported_response, encode_response,
-                                       parse_request_frame, peek_request_ids)
+from kafkasim.protocol.framing import (api_versions_unsupported_response, parse_request_frame,
+                                       peek_request_ids)
+from kafkasim.protocol.messages.headers import ResponseHeader
+from kafkasim.storage.file_records import FileRecords
 from kafkasim.runtime.api import ConnectionClosed, FrameTooLarge, NetworkError, NodeRuntime, Server, Stream
 
 if TYPE_CHECKING:
     from kafkasim.broker.server import KafkaServer
+
+
+_SIZE = struct.Struct(">i")
 
 
 class _IdleReaper:
@@ -115,6 +121,28 @@ class SocketServer:
             return False
         response = await apis.handle(header, request)
         if response is not None:
-            await stream.write(encode_response(header.request_api_key, header.request_api_version,
-                                               header.correlation_id, response))
+            await write_response(stream, header.request_api_key, header.request_api_version,
+                                 header.correlation_id, response)
         return True
+
+
+async def write_response(stream: Stream, api_key: int, api_version: int, correlation_id: int, body: Any) -> None:
+    """Size prefix + response header + body, where the body's records may be FileRecords: bytes
+    go out with write(), file regions with sendfile() — in order, and without joining the records
+    into a Python buffer."""
+    parts: list[Any] = []
+    ResponseHeader(correlation_id=correlation_id).write(parts.append, A.response_header_version(api_key, api_version))
+    body.write(parts.append, api_version)
+    size = sum(p.nbytes if type(p) is memoryview else len(p) for p in parts)
+    pending: list[Any] = [_SIZE.pack(size)]
+    for p in parts:
+        if isinstance(p, FileRecords):
+            if pending:
+                await stream.write(b"".join(pending))
+                pending = []
+            for r in p.regions:
+                await stream.sendfile(r.fh, r.position, r.size)
+        else:
+            pending.append(p)
+    if pending:
+        await stream.write(b"".join(pending))

@@ -129,3 +129,43 @@ def test_idle_connection_is_closed_after_connections_max_idle_ms() -> None:
 
     waited = _with_broker(body, connections_max_idle_ms=2000)
     assert waited is not None and 1990 <= waited <= 2010
+
+
+def test_fetch_response_with_file_records_is_byte_identical_to_plain_bytes() -> None:
+    """write_response sends FileRecords regions with sendfile; the peer sees the same frame as
+    the codec's encode of the same records as bytes."""
+    from kafkasim.broker.socket_server import write_response
+    from kafkasim.protocol.framing import encode_response
+    from kafkasim.protocol.messages.fetch import FetchResponse
+    from kafkasim.storage.file_records import FileRecords, FileRegion
+
+    world = SimWorld(3)
+    srv, cli = world.add_node("srv"), world.add_node("cli")
+    fh = srv.runtime.fs.open("seg.log")
+    fh.append(bytes(range(200)) * 50)
+    PD = FetchResponse.FetchableTopicResponse.PartitionData
+
+    def response(records: Any) -> FetchResponse:
+        return FetchResponse(throttle_time_ms=0, error_code=0, session_id=0, responses=[
+            FetchResponse.FetchableTopicResponse(topic="t", partitions=[
+                PD(partition_index=0, high_watermark=9, last_stable_offset=9, log_start_offset=0,
+                   aborted_transactions=None, preferred_read_replica=-1, records=records)])])
+
+    regions = FileRecords([FileRegion(fh, 10, 300), FileRegion(fh, 5000, 2000)])
+    plain = bytes(regions)
+    out: dict[str, bytes] = {}
+
+    async def handle(s: Any) -> None:
+        for version in (11, 12):
+            await write_response(s, 1, version, 7, response(regions))
+
+    async def main() -> None:
+        server = await srv.runtime.net.serve("srv", 0, handle)
+        c = await cli.runtime.net.connect("srv", server.port, 1000)
+        for version in (11, 12):
+            out[f"v{version}"] = await c.read_frame(1 << 20)
+
+    cli.runtime.spawn(main())
+    world.run(5000)
+    for version in (11, 12):
+        assert out[f"v{version}"] == encode_response(1, version, 7, response(plain))[4:]
