@@ -203,8 +203,8 @@ class KafkaApis:
         if timestamp == LATEST_TIMESTAMP:
             return -1, part.high_watermark
         if timestamp == MAX_TIMESTAMP:
-            best = max((e for s in part.log.segments for e in s.entries), key=lambda e: e.max_timestamp, default=None)
-            return (best.max_timestamp, best.base_offset) if best else (-1, -1)
+            best = part.log.max_timestamp_and_offset()
+            return best if best else (-1, -1)
         found = part.offset_for_timestamp(timestamp)
         if found is None or found[0] >= part.high_watermark:
             return -1, -1

@@ -14,7 +14,8 @@ from typing import Any, Callable, Optional
 from kafkasim.protocol import errors as E
 from kafkasim.broker.partition import AppendError, Partition, validate_produce_records
 from kafkasim.runtime.api import FileSystem, NodeRuntime
-from kafkasim.storage.log import AppendInfo, Log, LogConfig
+from kafkasim.storage.log import AppendInfo, KafkaStorageError, LogConfig
+from kafkasim.storage.log_manager import LogManager
 
 
 @dataclass
@@ -52,6 +53,12 @@ class ReplicaManager:
     # leader — Kafka's onLeadershipChange, how the group coordinator learns it owns a partition.
     leadership_listeners: list[Callable[[str, int, int], None]] = field(default_factory=list)
 
+    log_manager: Optional[LogManager] = None
+
+    def __post_init__(self) -> None:
+        if self.log_manager is None:
+            self.log_manager = LogManager(self.rt, self.log_dir, self.log_config)
+
     @property
     def fs(self) -> FileSystem:
         return self.rt.fs
@@ -59,15 +66,23 @@ class ReplicaManager:
     def get_partition(self, topic: str, partition: int) -> Optional[Partition]:
         return self.partitions.get((topic, partition))
 
-    def make_leader(self, topic: str, partition: int, leader_epoch: int) -> Partition:
+    async def startup(self) -> None:
+        """Load (recovering) every log in the log dir and start the storage jobs."""
+        assert self.log_manager is not None
+        await self.log_manager.startup()
+
+    async def make_leader(self, topic: str, partition: int, leader_epoch: int,
+                          topic_id: Optional[bytes] = None) -> Partition:
         """Open (recovering) the local log and lead it — what a LeaderAndIsr request does."""
+        assert self.log_manager is not None
         p = self.partitions.get((topic, partition))
         if p is None:
-            log = Log.open(self.fs, f"{self.log_dir}/{topic}-{partition}", self.log_config)
-            for t in log.recovery_truncations:
-                self.rt.trace("log_recovery", topic=topic, partition=partition, **t)
-            p = self.partitions[(topic, partition)] = Partition(topic, partition, log, leader_epoch, True)
+            log = await self.log_manager.get_or_create_log(topic, partition, topic_id=topic_id)
+            p = self.partitions.get((topic, partition))
+            if p is None:
+                p = self.partitions[(topic, partition)] = Partition(topic, partition, log, leader_epoch, True)
         p.leader_epoch, p.is_leader = leader_epoch, True
+        await p.log.maybe_assign_epoch_start_offset(leader_epoch, p.log.log_end_offset)
         for listener in self.leadership_listeners:
             listener(topic, partition, leader_epoch)
         return p
@@ -82,6 +97,8 @@ class ReplicaManager:
             info = await p.append_records_to_leader(validated)
         except AppendError as exc:
             return PartitionAppendResult(exc.error_code, log_start_offset=p.log_start_offset, error_message=str(exc))
+        except KafkaStorageError as exc:
+            return PartitionAppendResult(E.KAFKA_STORAGE_ERROR, error_message=str(exc))
         return PartitionAppendResult(E.NONE, info.first_offset, p.log_start_offset, info=info)
 
     # ---------------------------------------------------------------- fetch
@@ -101,7 +118,11 @@ class ReplicaManager:
                 continue
             # fetch.max.bytes caps the response, but the first batch always goes out (KIP-74).
             budget = min(s.max_bytes, max_bytes - total) if total else s.max_bytes
-            data = p.read(s.fetch_offset, max(budget, 0), committed) if budget > 0 or not total else b""
+            try:
+                data = p.read(s.fetch_offset, max(budget, 0), committed) if budget > 0 or not total else b""
+            except KafkaStorageError:
+                results.append(FetchResult(E.KAFKA_STORAGE_ERROR))
+                continue
             total += len(data)
             results.append(FetchResult(E.NONE, p.high_watermark, p.log_start_offset, data))
         return results, total
@@ -127,6 +148,7 @@ class ReplicaManager:
             for p in waiting:
                 p.remove_waiter(fut)
 
-    def shutdown(self) -> None:
-        for p in self.partitions.values():
-            p.log.close()
+    async def shutdown(self) -> None:
+        """Flush and close every log, write the checkpoints and the clean-shutdown marker."""
+        assert self.log_manager is not None
+        await self.log_manager.shutdown()

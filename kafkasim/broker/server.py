@@ -145,7 +145,7 @@ class KafkaServer:
                 continue
             meta.partitions[p] = PartitionMeta(state.leader, state.leader_epoch, replicas, state.isr)
             if state.leader == self.config.broker_id:
-                self.replica_manager.make_leader(topic, p, state.leader_epoch)
+                await self.replica_manager.make_leader(topic, p, state.leader_epoch, meta.topic_id)
         self.metadata_cache.update_topic(meta)
         await self.apis.admin.on_topic_loaded(topic)  # topic configs -> logs; finishes a deletion
 
@@ -189,7 +189,7 @@ class KafkaServer:
     # ---------------------------------------------------------------- shutdown
     async def shutdown(self) -> None:
         self.socket_server.stop()
-        self.replica_manager.shutdown()
+        await self.replica_manager.shutdown()
         if self.zk is not None:
             await self.zk.close()
         self.rt.trace("broker_stopped", broker_id=self.config.broker_id)

@@ -22,8 +22,9 @@ Power loss (`SimDisk.crash`) resolves each file with pending operations by one s
                     (the case Kafka's recovery exists for: a valid-looking tail of junk)
   dropped_truncate  every write did, each pending truncate was dropped with probability 1/2
 
-then each journalled directory change survives or vanishes by a coin flip (applied in order;
-entries under a directory whose creation vanished vanish with it). fsynced bytes and fsynced
+then a prefix of the journalled directory changes survives (k uniform in 0..n: metadata lands
+in order, as a journalling file system commits it) and the rest vanish; entries under a
+directory whose creation vanished vanish with it. fsynced bytes and fsynced
 entries always survive. Every choice is reported through `on_event` (so it lands in the run's
 trace): "disk_crash_file" and "disk_crash_entry".
 
@@ -406,10 +407,12 @@ class SimDisk:
         return new_size
 
     def _resolve_entries(self) -> None:
-        """Journalled directory changes survive or vanish, each by a coin flip, in order."""
-        for op in self.journal:
+        """Of the journalled directory changes a prefix survives (metadata reaches the platter in
+        order, as a journalling file system commits it): k uniform in 0..n, the rest vanish."""
+        keep = self.rng.randint(0, len(self.journal)) if self.journal else 0
+        for i, op in enumerate(self.journal):
             kind, path, _f, src = op
-            survives = self.rng.random() < 0.5
+            survives = i < keep
             ev: dict[str, Any] = {"disk": self.name, "path": path, "change": kind, "survives": survives}
             if kind == "rename":
                 ev["src"] = src
