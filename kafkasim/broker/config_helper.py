@@ -160,6 +160,7 @@ class BrokerConfigDef:
 BROKER_CONFIGS: tuple[BrokerConfigDef, ...] = (
     BrokerConfigDef("broker.id", INT, "-1", True, "broker_id"),
     BrokerConfigDef("listeners", STRING, "PLAINTEXT://:9092", False),
+    BrokerConfigDef("advertised.listeners", STRING, None, False),  # null: the listeners are advertised
     BrokerConfigDef("log.dirs", STRING, None, True, "log_dir"),
     BrokerConfigDef("log.dir", STRING, "/tmp/kafka-logs", True),
     BrokerConfigDef("broker.rack", STRING, None, True, "rack"),

@@ -536,3 +536,16 @@ def test_describe_broker_group_configs() -> None:
                                                          ("group.initial.rebalance.delay.ms", "3000", 5)]),
         ("offsets.topic.replication.factor", "1", 4, 4, [("offsets.topic.replication.factor", "1", 4),
                                                          ("offsets.topic.replication.factor", "3", 5)])]
+
+
+def test_describe_broker_advertised_listeners_is_a_null_default() -> None:
+    """As a Kafka 3.x (ZooKeeper mode) broker without advertised.listeners in server.properties:
+    listed, null, STRING, dynamically updatable (kafka-python's test_describe_configs_broker_*)."""
+    async def body(world: SimWorld, rt: NodeRuntime, servers: dict[str, Any]) -> Any:
+        w = await _connect(rt)
+        return await describe(w, C.RESOURCE_BROKER, "0")
+
+    res = _run(body)
+    entry = next(c for c in res.configs if c.name == "advertised.listeners")
+    assert (entry.value, entry.read_only, entry.config_source, entry.config_type, entry.is_sensitive,
+            entry.synonyms) == (None, False, C.DEFAULT_CONFIG, C.STRING, False, [])
