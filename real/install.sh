@@ -38,3 +38,7 @@ python3 -c 'import snappy' 2>/dev/null || python3 -m pip install -q --disable-pi
   want="$(cat go.mod go.sum *.go | sha256sum | cut -d' ' -f1)"
   stamp_ok bin/.kafkasim-stamp "$want" || { go build -mod=readonly -o bin/driver . && echo "$want" > bin/.kafkasim-stamp; }
 )
+
+# kafka-python's own integration tests: its 3.0.12 sdist from PyPI, unpacked under
+# real/kafka-python-suite/work/ (skipped when already there).
+python3 real/kafka-python-suite/run.py --fetch-only >/dev/null
