@@ -751,7 +751,8 @@ def index_problem(seg: LogSegment, next_base: Optional[int]) -> str:
     """Why a segment's indexes cannot be trusted, or "" — Kafka's sanityCheck of both indexes,
     then (beyond Kafka) entries that increase and point at batches that are really there: the
     offset entry's position must be a batch boundary inside the file, holding the entry's
-    offset; the time entry's offset must be a batch's last offset in the segment."""
+    offset; the last time entry must name a batch's last offset and that batch's max timestamp
+    (a zeroed entry would make retention think the segment is ancient)."""
     try:
         seg.offset_index.sanity_check()
         seg.time_index.sanity_check()
@@ -774,8 +775,9 @@ def index_problem(seg: LogSegment, next_base: Optional[int]) -> str:
         prev_ts, prev_o = ts, o
     if prev_o >= 0:
         _, position = seg.offset_index.lookup(prev_o)
-        if not any(b.last_offset == prev_o for b in seg.batches(position)):
-            return f"time index entry offset {prev_o} is not a batch's last offset in the segment"
+        at = next((b for b in seg.batches(position) if b.last_offset >= prev_o), None)
+        if at is None or at.last_offset != prev_o or at.max_timestamp != prev_ts:
+            return f"time index entry ({prev_ts}, {prev_o}) is not a batch's last offset and max timestamp"
     return ""
 
 

@@ -36,6 +36,7 @@ Faults without a crash, switchable per disk by the harness (`SimDisk.faults`, a 
   capacity_bytes                       ENOSPC: a write stores what fits, then fails
   read_bitflip_rate                    a read returns one flipped bit (the platter is intact)
   fsync_ms (on SimDisk)                fsync latency range; raise it for a slow disk
+  crash_modes (on SimDisk)             restrict a power loss to some crash modes
   corrupt(path, pos, bit)              flip a stored bit (latent corruption) — harness use
 
 Every fault that fires is reported as "disk_fault". All randomness is the disk's seeded stream.
@@ -180,6 +181,8 @@ class SimDisk:
         self.journal: list[EntryOp] = []
         self.fsync_ms: tuple[float, float] = (0.2, 2.0)
         self.faults = DiskFaults()
+        # Restrict a power loss to these crash modes (None: all); a harness / test knob.
+        self.crash_modes: Optional[tuple[str, ...]] = None
         self.on_event: Callable[[str, dict[str, Any]], None] = lambda ev, f: None
 
     # ---------------------------------------------------------------- fault control
@@ -321,6 +324,8 @@ class SimDisk:
             modes += ["torn_sector", "torn_page", "reorder", "inode_first"]
         if any(op[0] == "t" for op in ops):
             modes.append("dropped_truncate")
+        if self.crash_modes is not None:
+            modes = [m for m in modes if m in self.crash_modes] or ["drop_all"]
         mode = self.rng.choice(modes)
         ev: dict[str, Any] = {"disk": self.name, "path": path, "mode": mode, "pending_ops": n}
         buf = bytearray(f.durable)
