@@ -10,6 +10,7 @@ from typing import Any
 
 from kafkasim.broker.group.manager import (GROUP_METADATA_TOPIC_NAME, java_string_hash_code,
                                            partition_for_group)
+from kafkasim.broker.group.metadata import TopicPartition
 from kafkasim.broker.server import KafkaServer
 from kafkasim.client.group import GroupConfig, GroupMember
 from kafkasim.protocol import errors as E
@@ -317,3 +318,27 @@ def test_offset_fetch_versions_and_batched_groups() -> None:
     assert all_v2.error_code == E.NONE and _committed(all_v2) == {0: 11, 2: 12}
     # v1 has no group-level error field; the empty group id is valid for OffsetFetch.
     assert _committed(v1_bad) == {0: -1}
+
+
+def test_offsets_of_deleted_partitions_are_removed() -> None:
+    cluster = SimCluster(seed=27, offsets_topic_num_partitions=OFFSETS_PARTITIONS)
+    coordinator = cluster.server.apis.group_coordinator
+
+    async def main(rt: NodeRuntime) -> Any:
+        conn = await connect(rt)
+        await find_coordinator(rt, conn, "a")
+        for topic in (TOPIC, "other"):
+            await call(conn, MetadataRequest(topics=[MetadataRequest.MetadataRequestTopic(name=topic)],
+                                             allow_auto_topic_creation=True), 4)
+        await rt.sleep(200)
+        await call(conn, _commit_request("a", {0: 5, 1: 6}), 3)
+        await call(conn, _commit_request("b", {0: 7}), 3)
+        await call(conn, _commit_request("b", {0: 8}, topic="other"), 3)
+        removed = await coordinator.on_partitions_deleted([TopicPartition(TOPIC, 0), TopicPartition(TOPIC, 1)])
+        return (removed, _committed(await call(conn, _fetch_request("a", [0, 1]), 3)),
+                _committed(await call(conn, _fetch_request("b", [0], topic="other"), 3)),
+                sorted(g.group_id for g in coordinator.group_manager.current_groups()))
+
+    removed, a_after, b_other, groups = cluster.run(main, until_ms=5000)
+    assert removed == 3 and a_after == {0: -1, 1: -1} and b_other == {0: 8}
+    assert groups == ["b"], "a group left with no offsets and no members is gone"

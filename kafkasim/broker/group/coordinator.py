@@ -517,6 +517,15 @@ class GroupCoordinator:
             return E.NONE, DEAD_GROUP
         return E.NONE, group.summary()
 
+    async def on_partitions_deleted(self, partitions: list[TopicPartition]) -> int:
+        """Topic deletion: drop every group's offsets of these partitions, with tombstones
+        (Kafka's GroupCoordinator.onPartitionsDeleted, called when the replicas are deleted).
+        Returns how many offsets were removed."""
+        removed = await self.group_manager.cleanup_group_metadata(self.group_manager.current_groups(),
+                                                                  lambda g: g.remove_offsets(partitions))
+        self.rt.trace("group_offsets_of_deleted_partitions", partitions=len(partitions), removed=removed)
+        return removed
+
     # ---------------------------------------------------------------- election / resignation
     def on_election(self, offset_topic_partition: int, coordinator_epoch: int) -> None:
         """This broker now leads `__consumer_offsets-<partition>`: load its groups."""
