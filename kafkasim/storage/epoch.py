@@ -74,6 +74,11 @@ class LeaderEpochFileCache:
         return earlier[-1][0], later[0][1]
 
     async def flush(self) -> None:
+        """Write the checkpoint if anything changed (callers serialize writes: one .tmp file)."""
         if self.dirty:
             self.dirty = False
-            await self.checkpoint.write(list(self.entries))
+            try:
+                await self.checkpoint.write(list(self.entries))
+            except BaseException:
+                self.dirty = True
+                raise

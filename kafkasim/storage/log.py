@@ -43,7 +43,7 @@ from kafkasim.runtime.api import NodeRuntime
 from kafkasim.storage.checkpoints import PARTITION_METADATA, PartitionMetadataFile
 from kafkasim.storage.epoch import LeaderEpochFileCache
 from kafkasim.storage.index import CorruptIndexError
-from kafkasim.storage.scheduler import Scheduler
+from kafkasim.storage.scheduler import Scheduler, SerialQueue
 from kafkasim.storage.segment import (CLEANED_SUFFIX, DELETED_SUFFIX, INDEX_SUFFIX, LOG_SUFFIX, SWAP_SUFFIX,
                                       TIME_INDEX_SUFFIX, LogSegment, log_file_name, offset_from_file_name)
 
@@ -130,6 +130,7 @@ class Log:
         self.leader_epoch_cache = LeaderEpochFileCache(self.fs, dir_path)
         self.recovery_truncations: list[dict[str, int | str]] = []
         self.scheduler = Scheduler(rt, owner=dir_path)
+        self._epoch_writes = SerialQueue(rt)  # one leader-epoch-checkpoint write at a time
         self.on_failure = on_failure
         self.offline = False
         self.closed = False
@@ -342,7 +343,7 @@ class Log:
                 await seg.log.fsync()
         if cut_segments or deleted_any:
             await self.fs.fsync_dir(self.dir)
-        await cache.flush()
+        await self._epoch_writes.run(cache.flush)
 
     def _prev_next_offset(self, seg: LogSegment) -> int:
         i = self._bases.index(seg.base_offset)
@@ -444,14 +445,14 @@ class Log:
     async def _flush_epoch_cache(self) -> None:
         if not self.closed and not self.offline:
             with self._io("writing leader-epoch-checkpoint"):
-                await self.leader_epoch_cache.flush()
+                await self._epoch_writes.run(self.leader_epoch_cache.flush)
 
     async def maybe_assign_epoch_start_offset(self, epoch: int, start_offset: int) -> None:
         """Partition.makeLeader: the new epoch starts at the log end offset; written before use."""
         with self._io("writing leader-epoch-checkpoint"):
             if epoch > self.leader_epoch_cache.latest_epoch:
                 self.leader_epoch_cache.assign(epoch, start_offset)
-            await self.leader_epoch_cache.flush()
+            await self._epoch_writes.run(self.leader_epoch_cache.flush)
 
     async def write_partition_metadata(self, topic_id: bytes) -> None:
         if self.topic_id == topic_id:
@@ -688,7 +689,7 @@ class Log:
             self.leader_epoch_cache.truncate_from_end(target_offset)
             await active.log.fsync()
             await self.fs.fsync_dir(self.dir)
-            await self.leader_epoch_cache.flush()
+            await self._epoch_writes.run(self.leader_epoch_cache.flush)
             return True
 
     async def truncate_fully_and_start_at(self, new_offset: int) -> None:
@@ -702,7 +703,7 @@ class Log:
             self.leader_epoch_cache.truncate_from_end(new_offset)
             self.leader_epoch_cache.truncate_from_start(new_offset)
             await self.fs.fsync_dir(self.dir)
-            await self.leader_epoch_cache.flush()
+            await self._epoch_writes.run(self.leader_epoch_cache.flush)
 
     # ================================================================ cleaning support
     def create_cleaned_segment(self, base_offset: int) -> LogSegment:

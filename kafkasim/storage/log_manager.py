@@ -29,7 +29,7 @@ from kafkasim.storage.checkpoints import (CLEANER_OFFSET_CHECKPOINT, LOG_START_O
                                           CheckpointError, CleanShutdownFile, OffsetCheckpointFile)
 from kafkasim.storage.cleaner import Cleaner, CleanerConfig, CleanResult, cleanable_range, dirty_ratio
 from kafkasim.storage.log import LONG_MAX, KafkaStorageError, Log, LogConfig, parse_topic_partition
-from kafkasim.storage.scheduler import Scheduler
+from kafkasim.storage.scheduler import Scheduler, SerialQueue
 
 TopicPartition = tuple[str, int]
 FLUSH_CHECK_FALLBACK_MS = 1000
@@ -82,6 +82,7 @@ class LogManager:
         self.last_clean: Optional[CleanResult] = None
         self._ready: Optional[Future[Any]] = None           # startup done
         self._creating: dict[TopicPartition, Future[Any]] = {}  # logs being created or loaded
+        self._checkpoint_writes: dict[str, SerialQueue] = {}     # one writer per checkpoint file
 
     def _path(self, name: str) -> str:
         return f"{self.log_dir}/{name}" if self.log_dir else name
@@ -279,8 +280,9 @@ class LogManager:
         await self._write(CLEANER_OFFSET_CHECKPOINT, {tp: o for tp, o in self.cleaner_checkpoint.items() if tp in live})
 
     async def _write(self, name: str, offsets: dict[TopicPartition, int]) -> None:
+        queue = self._checkpoint_writes.setdefault(name, SerialQueue(self.rt))
         try:
-            await self._checkpoint(name).write(offsets)
+            await queue.run(lambda: self._checkpoint(name).write(offsets))
         except OSError as exc:
             self._dir_failed(exc)
             raise KafkaStorageError(f"Disk error while writing {name} in directory {self.log_dir}: {exc}") from exc

@@ -119,6 +119,8 @@ def _check(log: Log, model: Model) -> list[int]:
 @settings(max_examples=600, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @example(seed=0, ops=[("append", 1, 1, 0)] * 3, more=[("flush",), ("append", 2, 1, 0)], mode=None,
          segment_bytes=300, interval=0, full_recovery=False)  # inode-first with stale, valid-looking batches
+@example(seed=2, ops=[("flush",)], more=[("append", 1, 1, 0), ("sleep", 1), ("delete_records", 1.0), ("flush",)],
+         mode=None, segment_bytes=300, interval=0, full_recovery=False)  # two leader-epoch-checkpoint writes at once
 @given(seed=st.integers(0, 2**32), ops=st.lists(op, min_size=1, max_size=40),
        more=st.lists(op, max_size=12), mode=st.sampled_from((None,) + CRASH_MODES),
        segment_bytes=st.sampled_from([300, 700, 2000, 1 << 20]), interval=st.sampled_from([0, 100, 4096]),

@@ -65,3 +65,26 @@ def offset_index_entries(raw: bytes) -> list[tuple[int, int]]:
 
 def time_index_entries(raw: bytes) -> list[tuple[int, int]]:
     return [struct.unpack_from(">qi", raw, i) for i in range(0, len(raw) - len(raw) % 12, 12)]
+
+
+def run_sim(body: Callable[[NodeRuntime, Any], Awaitable[Any]], seed: int = 1, limit_ms: float = 10_000_000) -> Any:
+    """Run `body(rt, world)` on a driver node of a fresh SimWorld; rt is node "b"'s runtime (the
+    one whose disk the log lives on), so body may crash "b" and restart it."""
+    from kafkasim.runtime.sim.world import SimWorld
+    world = SimWorld(seed)
+    node = world.add_node("b")
+    driver = world.add_node("driver")
+    task = driver.runtime.spawn(body(node.runtime, world), name="test")
+    while not task.done():
+        assert world.now_ms() < limit_ms, "sim storage test hung"
+        world.run(world.now_ms() + 10_000)
+    assert world.failures == [], world.failures
+    return task._done.result()  # type: ignore[attr-defined]
+
+
+def keyed_batch(records: list[tuple[Optional[bytes], Optional[bytes]]], ts: int, *, producer_id: int = -1,
+                base_sequence: int = -1, compression: int = 0) -> tuple[bytearray, list[tuple[int, BatchHeader]]]:
+    buf = bytearray(build_batch([Record(ts + j, k, v) for j, (k, v) in enumerate(records)],
+                                producer_id=producer_id, producer_epoch=0 if producer_id >= 0 else -1,
+                                base_sequence=base_sequence, compression=compression))
+    return buf, list(iter_batches(buf, validate=True))
