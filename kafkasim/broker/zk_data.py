@@ -131,3 +131,96 @@ def controller_json(broker_id: int, timestamp_ms: int) -> bytes:
 
 def topic_config_json(config: dict[str, str]) -> bytes:
     return _dump({"version": 1, "config": config})
+
+
+# ---------------------------------------------------------------- cluster control plane (the controller)
+# Checked against a real 3-broker Kafka 3.9.1 cluster (`realkafka up DIR --brokers 3`):
+#
+#   /brokers/seqid                              ""  (its data version is the broker id sequence)
+#   /brokers/topics/<t>/partitions/<p>/state    {"controller_epoch":1,"leader":0,"version":1,"leader_epoch":1,
+#                                                "isr":[0,2]}  (+ "leader_recovery_state":1 while RECOVERING)
+#   /isr_change_notification/isr_change_<seq>   {"version":1,"partitions":[{"topic":"t","partition":0}]}
+#   /log_dir_event_notification/log_dir_event_<seq>   {"version":1,"broker":1,"event":1}
+#   /admin/delete_topics/<t>                    ""  (empty: the mark)
+#   /admin/reassign_partitions                  {"version":1,"partitions":[{"topic":"t","partition":0,"replicas":[1,2]}]}
+#   /admin/preferred_replica_election           {"version":1,"partitions":[{"topic":"t","partition":0}]}
+#   /feature                                    {"features":{},"version":2,"status":1}
+#
+# Kafka 3.9 (inter.broker.protocol.version 3.9) changes an ISR with AlterPartition to the
+# controller, which writes the state znode; /isr_change_notification is what brokers with
+# IBP < 2.7 write instead (the controller still processes it).
+ADMIN_REASSIGN_PARTITIONS = "/admin/reassign_partitions"
+ADMIN_PREFERRED_REPLICA_ELECTION = "/admin/preferred_replica_election"
+ISR_CHANGE_PREFIX = "isr_change_"
+LOG_DIR_EVENT_PREFIX = "log_dir_event_"
+LOG_DIR_FAILURE_EVENT = 1
+FEATURE = "/feature"
+RESERVED_BROKER_MAX_ID = 1000        # reserved.broker.max.id
+LEADER_RECOVERY_RECOVERED, LEADER_RECOVERY_RECOVERING = 0, 1
+
+
+def partition_state_json_full(leader: int, leader_epoch: int, isr: list[int], controller_epoch: int,
+                              leader_recovery_state: int = LEADER_RECOVERY_RECOVERED) -> bytes:
+    """TopicPartitionStateZNode.encode: leader_recovery_state only while not RECOVERED."""
+    state: dict[str, Any] = {"controller_epoch": controller_epoch, "leader": leader, "version": 1,
+                             "leader_epoch": leader_epoch, "isr": isr}
+    if leader_recovery_state != LEADER_RECOVERY_RECOVERED:
+        state["leader_recovery_state"] = leader_recovery_state
+    return _dump(state)
+
+
+def parse_leader_recovery_state(data: bytes) -> int:
+    return int(json.loads(data).get("leader_recovery_state", LEADER_RECOVERY_RECOVERED))
+
+
+def topic_assignment_json_full(assignment: dict[int, list[int]], topic_id: str, adding: dict[int, list[int]],
+                               removing: dict[int, list[int]]) -> bytes:
+    """TopicZNode.encode with a reassignment in flight (adding/removing replicas per partition)."""
+    return _dump({"partitions": {str(p): r for p, r in sorted(assignment.items())}, "topic_id": topic_id,
+                  "adding_replicas": {str(p): r for p, r in sorted(adding.items()) if r},
+                  "removing_replicas": {str(p): r for p, r in sorted(removing.items()) if r}, "version": 3})
+
+
+def parse_topic_assignment_full(data: bytes) -> tuple[dict[int, list[int]], str | None, dict[int, list[int]],
+                                                       dict[int, list[int]]]:
+    obj = json.loads(data)
+    parts = {int(p): list(r) for p, r in obj["partitions"].items()}
+    adding = {int(p): list(r) for p, r in (obj.get("adding_replicas") or {}).items()}
+    removing = {int(p): list(r) for p, r in (obj.get("removing_replicas") or {}).items()}
+    return parts, obj.get("topic_id"), adding, removing
+
+
+def partitions_json(partitions: list[tuple[str, int]]) -> bytes:
+    """IsrChangeNotificationSequenceZNode / PreferredReplicaElectionZNode: version 1 + partitions."""
+    return _dump({"version": 1, "partitions": [{"topic": t, "partition": p} for t, p in partitions]})
+
+
+def parse_partitions_json(data: bytes) -> list[tuple[str, int]]:
+    if not data:
+        return []
+    return [(str(x["topic"]), int(x["partition"])) for x in json.loads(data).get("partitions", [])]
+
+
+def log_dir_event_json(broker_id: int) -> bytes:
+    return _dump({"version": 1, "broker": broker_id, "event": LOG_DIR_FAILURE_EVENT})
+
+
+def parse_log_dir_event(data: bytes) -> int:
+    return int(json.loads(data)["broker"])
+
+
+def reassignment_json(reassignments: dict[tuple[str, int], list[int]]) -> bytes:
+    return _dump({"version": 1, "partitions": [{"topic": t, "partition": p, "replicas": r}
+                                               for (t, p), r in sorted(reassignments.items())]})
+
+
+def parse_reassignment_json(data: bytes) -> dict[tuple[str, int], list[int]]:
+    if not data:
+        return {}
+    return {(str(x["topic"]), int(x["partition"])): [int(b) for b in x["replicas"]]
+            for x in json.loads(data).get("partitions", [])}
+
+
+def feature_json() -> bytes:
+    """FeatureZNode with versioning enabled and no finalized features (a fresh 3.9 ZK cluster)."""
+    return _dump({"features": {}, "version": 2, "status": 1})
