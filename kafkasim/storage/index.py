@@ -112,6 +112,22 @@ class AbstractIndex:
         self._data().extend(self._ENTRY.pack(*fields))
         self._entries += 1
 
+    def load_entries(self, fields: list[int]) -> None:
+        """Append many entries at once, given flat as stored (relative offsets): how recovery
+        rebuilds an index. The caller guarantees they increase."""
+        count = len(fields) // 2
+        if not count:
+            return
+        if self._entries + count > self.max_entries:  # never refuse a rebuild: grow the file
+            self.resize((self._entries + count + 1) * self.ENTRY_SIZE)
+        fmt = self._ENTRY.format.lstrip(">")
+        self._data().extend(struct.pack(">" + fmt * count, *fields))
+        self._entries += count
+        self._after_load()
+
+    def _after_load(self) -> None:
+        pass
+
     def _truncate_to_entries(self, n: int) -> None:
         data = self._data()
         del data[n * self.ENTRY_SIZE:]
@@ -207,6 +223,9 @@ class OffsetIndex(AbstractIndex):
     def _absolute(self, rel: int, pos: int) -> tuple[int, int]:
         return self.base_offset + rel, pos
 
+    def _after_load(self) -> None:
+        self.last_offset = self._last_entry()[0]
+
     def _last_entry(self) -> tuple[int, int]:
         if self._entries == 0:
             return self.base_offset, 0
@@ -269,6 +288,9 @@ class TimeIndex(AbstractIndex):
 
     def _absolute(self, ts: int, rel: int) -> tuple[int, int]:
         return ts, self.base_offset + rel
+
+    def _after_load(self) -> None:
+        self.last_entry = self._last_entry_from_file()
 
     def _last_entry_from_file(self) -> tuple[int, int]:
         if self._entries == 0:

@@ -37,7 +37,9 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Callable, Iterator, Optional
 
-from kafkasim.records.batch import BatchHeader, set_base_offset, set_partition_leader_epoch
+import struct
+
+from kafkasim.records.batch import PARTITION_LEADER_EPOCH_OFFSET, BatchHeader
 from kafkasim.records.batch import decode_batch_records
 from kafkasim.runtime.api import NodeRuntime
 from kafkasim.storage.checkpoints import PARTITION_METADATA, PartitionMetadataFile
@@ -48,6 +50,8 @@ from kafkasim.storage.segment import (CLEANED_SUFFIX, DELETED_SUFFIX, INDEX_SUFF
                                       TIME_INDEX_SUFFIX, LogSegment, log_file_name, offset_from_file_name)
 
 LONG_MAX = 2**63 - 1
+_STAMP = struct.Struct(">q")  # baseOffset at byte 0 of a batch (records/batch.py: outside the CRC)
+_EPOCH = struct.Struct(">i")  # partitionLeaderEpoch at byte 12 (outside the CRC too)
 MIN_RECOVERY_BATCH_LIMIT = 32 * 1024 * 1024  # recovery never reads a "batch" bigger than this
 SEGMENT_SUFFIXES = (LOG_SUFFIX, INDEX_SUFFIX, TIME_INDEX_SUFFIX)
 
@@ -387,22 +391,29 @@ class Log:
     def append_as_leader(self, batches: bytearray, headers: list[tuple[int, BatchHeader]],
                          leader_epoch: int) -> AppendInfo:
         """Stamp offsets and the leader epoch into validated batches and append them.
-        `headers` are (position, header) pairs from validation, in order."""
-        with self._io("appending to the log"):
+        `headers` are (position, header) pairs from validation, in order. (The hot path: the
+        error handling of _io is spelled out inline.)"""
+        if self.offline:
+            raise KafkaStorageError(f"The log for {self.topic}-{self.partition} is offline")
+        try:
             first = self.log_end_offset
             next_offset, count, max_ts, shallow = first, 0, -1, -1
             for pos, h in headers:
-                set_base_offset(batches, pos, next_offset)
-                set_partition_leader_epoch(batches, pos, leader_epoch)
+                _STAMP.pack_into(batches, pos, next_offset)
+                _EPOCH.pack_into(batches, pos + PARTITION_LEADER_EPOCH_OFFSET, leader_epoch)
                 last = next_offset + h.last_offset_delta
                 if h.max_timestamp > max_ts:
                     max_ts, shallow = h.max_timestamp, last
                 next_offset = last + 1
                 count += h.records_count
-            if leader_epoch >= 0:
+            if leader_epoch > self.leader_epoch_cache.latest_epoch:
                 self._maybe_assign_epoch(leader_epoch, first)
             self._append(batches, first, next_offset - 1, max_ts, shallow)
             return AppendInfo(first, next_offset - 1, count, max_ts, shallow)
+        except OSError as exc:
+            self.go_offline(exc)
+            raise KafkaStorageError(f"Error while appending to the log for {self.topic}-{self.partition} in dir "
+                                    f"{self.dir}: {exc}") from exc
 
     def append_as_follower(self, records: bytes | bytearray | memoryview,
                            headers: list[tuple[int, BatchHeader]]) -> AppendInfo:
@@ -430,10 +441,10 @@ class Log:
     def _append(self, records: bytes | bytearray | memoryview, first: int, last: int, max_ts: int,
                 shallow: int) -> None:
         now = self.rt.now_ms()
-        seg = self.active_segment
+        seg = self._segments[-1]
+        cfg = self.config
         if seg.should_roll(now_ms=now, max_timestamp_in_messages=max_ts, max_offset_in_messages=last,
-                           messages_size=len(records), segment_ms=self.config.segment_ms,
-                           segment_bytes=self.config.segment_bytes):
+                           messages_size=len(records), segment_ms=cfg.segment_ms, segment_bytes=cfg.segment_bytes):
             seg = self.roll(first)
         seg.append(last, max_ts, shallow, records, now)
         self.log_end_offset = last + 1

@@ -25,8 +25,9 @@ import struct
 from dataclasses import dataclass, field
 from typing import Callable, Iterator, Optional
 
+import crc32c as _crc32c  # the C implementation records.crc wraps; called bare on the hot path
+
 from kafkasim.records.batch import LOG_OVERHEAD, MAGIC_VALUE_V2, MIN_BATCH_LENGTH, decode_batch_records
-from kafkasim.records.crc import crc32c
 from kafkasim.runtime.api import FileHandle, FileSystem
 from kafkasim.storage.index import (NO_TIMESTAMP, IndexOffsetOverflowError, OffsetIndex,
                                     TimeIndex)
@@ -141,11 +142,13 @@ class LogSegment:
                     messages_size: int, segment_ms: int, segment_bytes: int) -> bool:
         """LogSegment.shouldRoll: full by size, old by segment.ms, an index full, or an offset
         too far from the base for the 4-byte relative offsets."""
-        reached_roll_ms = self.time_waited_for_roll(now_ms, max_timestamp_in_messages) > segment_ms - self.roll_jitter_ms
-        size = self.size
-        return (size > segment_bytes - messages_size or (size > 0 and reached_roll_ms)
-                or self.offset_index.is_full() or self.time_index.is_full()
-                or not self.offset_index.can_append_offset(max_offset_in_messages))
+        size = self.log.size()
+        if size > segment_bytes - messages_size:
+            return True
+        if size > 0 and self.time_waited_for_roll(now_ms, max_timestamp_in_messages) > segment_ms - self.roll_jitter_ms:
+            return True
+        return (self.offset_index.is_full() or self.time_index.is_full()
+                or not 0 <= max_offset_in_messages - self.base_offset <= INT32_MAX)
 
     # ---------------------------------------------------------------- append
     def append(self, largest_offset: int, largest_timestamp: int, shallow_offset_of_max_timestamp: int,
@@ -158,16 +161,16 @@ class LogSegment:
         position = self.log.size()
         if position == 0:
             self.rolling_based_timestamp = largest_timestamp
-        if not self.offset_index.can_append_offset(largest_offset):
+        if not 0 <= largest_offset - self.base_offset <= INT32_MAX:
             raise IndexOffsetOverflowError(f"offset {largest_offset} overflows segment {self.base_offset}")
         self.log.append(records)
         self.last_modified_ms = now_ms
-        if largest_timestamp > self.max_timestamp_so_far:
-            self._max_ts_and_offset = (largest_timestamp, shallow_offset_of_max_timestamp)
+        so_far = self._max_ts_and_offset or self.read_max_timestamp_and_offset_so_far()
+        if largest_timestamp > so_far[0]:
+            so_far = self._max_ts_and_offset = (largest_timestamp, shallow_offset_of_max_timestamp)
         if self.bytes_since_last_index_entry > self.index_interval_bytes:
             self.offset_index.append(largest_offset, position)
-            ts, off = self.read_max_timestamp_and_offset_so_far()
-            self.time_index.maybe_append(ts, off)
+            self.time_index.maybe_append(so_far[0], so_far[1])
             self.bytes_since_last_index_entry = 0
         self.bytes_since_last_index_entry += n
 
@@ -264,7 +267,7 @@ class LogSegment:
         ts, off = self.read_max_timestamp_and_offset_so_far()
         self.time_index.maybe_append(ts, off, skip_full_check=True)
         self.time_index.trim_to_valid_size()
-        self.rolling_based_timestamp = scan.first_max_ts
+        self.rolling_based_timestamp = scan.first_max_ts if scan.valid else None
         return RecoveryResult(truncated, scan.reason, scan.next_offset, scan.epochs)
 
     def truncate_to(self, offset: int) -> int:
@@ -356,7 +359,8 @@ def whole_batches_end(data: bytes | bytearray | memoryview) -> int:
 
 
 class _RecoveryScan:
-    """The validating walk of LogSegment.recover, reading the file in large chunks."""
+    """The validating walk of LogSegment.recover: the file in large chunks, one header unpack
+    and one CRC-32C per batch, index entries collected and written to the indexes at the end."""
 
     def __init__(self, seg: LogSegment, file_size: int, max_batch_size: int, min_offset: int,
                  latest_epoch: int) -> None:
@@ -369,6 +373,9 @@ class _RecoveryScan:
         self.first_max_ts: Optional[int] = None
         self.reason = ""
         self.epochs: list[tuple[int, int]] = []
+        self.offset_entries: list[int] = []  # relative offset, position, ...
+        self.time_entries: list[int] = []    # timestamp, relative offset, ...
+        self.last_time_ts = NO_TIMESTAMP
 
     def run(self) -> None:
         while self.valid < self.file_size:
@@ -378,7 +385,9 @@ class _RecoveryScan:
             if self.reason or used == 0:
                 if not self.reason:
                     self.reason = "partial batch"
-                return
+                break
+        self.seg.offset_index.load_entries(self.offset_entries)
+        self.seg.time_index.load_entries(self.time_entries)
 
     def _pending_size(self) -> int:
         """The size the batch at `valid` claims (so one read can hold it), or 0."""
@@ -394,49 +403,61 @@ class _RecoveryScan:
         view = memoryview(chunk)
         n = len(chunk)
         i = 0
-        seg = self.seg
-        interval = seg.index_interval_bytes
-        unpack = _HDR.unpack_from
+        base_offset = self.seg.base_offset
+        interval = self.seg.index_interval_bytes
+        unpack, length_of, crc_of = _HDR.unpack_from, _LEN.unpack_from, _crc32c.crc32c
+        max_batch, valid, next_offset = self.max_batch_size, self.valid, self.next_offset
+        max_ts, shallow, last_time_ts = self.max_ts, self.shallow, self.last_time_ts
+        last_index_entry, latest_epoch = self.last_index_entry, self.latest_epoch
+        offset_entries, time_entries = self.offset_entries, self.time_entries
+        reason = ""
+        if self.first_max_ts is None and n >= HEADER_PREFIX and length_of(chunk, 8)[0] >= MIN_BATCH_LENGTH:
+            self.first_max_ts = _HDR.unpack_from(chunk, 0)[8]
         while i + LOG_OVERHEAD <= n:
-            length = _LEN.unpack_from(chunk, i + 8)[0]
+            if i + HEADER_PREFIX <= n:  # one unpack gives the length and every field needed
+                base, length, epoch, magic, crc, _attr, lod, _bts, batch_max_ts = unpack(chunk, i)
+            else:
+                length, magic = length_of(chunk, i + 8)[0], -1
             size = length + LOG_OVERHEAD
             if length < MIN_BATCH_LENGTH:
-                self.reason = "bad_length" if n - i < 17 or chunk[i + 16] == MAGIC_VALUE_V2 else "bad_magic"
+                reason = "bad_length" if n - i < 17 or chunk[i + 16] == MAGIC_VALUE_V2 else "bad_magic"
                 break
-            if size > self.max_batch_size:
-                self.reason = "too_large"
+            if size > max_batch:
+                reason = "too_large"
                 break
             if i + size > n:
-                if self.valid + i + size > self.file_size:
-                    self.reason = "partial batch"
+                if valid + i + size > self.file_size:
+                    reason = "partial batch"
                 break
-            base, _len, epoch, magic, crc, _attr, lod, _bts, max_ts = unpack(chunk, i)
             if magic != MAGIC_VALUE_V2:
-                self.reason = "bad_magic"
+                reason = "bad_magic"
                 break
-            if crc32c(view[i + 21:i + size]) != crc:
-                self.reason = "crc_mismatch"
+            if crc_of(view[i + 21:i + size]) != crc:
+                reason = "crc_mismatch"
                 break
             last = base + lod
-            if base < self.next_offset or lod < 0:
-                self.reason = "offset went backwards"
+            if base < next_offset or lod < 0:
+                reason = "offset went backwards"
                 break
-            if last - seg.base_offset > INT32_MAX:
-                self.reason = "offset overflows the segment"
+            if last - base_offset > INT32_MAX:
+                reason = "offset overflows the segment"
                 break
-            if max_ts > self.max_ts:
-                self.max_ts, self.shallow = max_ts, last
-            if self.first_max_ts is None:
-                self.first_max_ts = max_ts
-            position = self.valid + i
-            if position - self.last_index_entry > interval:
-                seg.offset_index.append(last, position)
-                seg.time_index.maybe_append(self.max_ts, self.shallow)
-                self.last_index_entry = position
-            if epoch > self.latest_epoch:
-                self.latest_epoch = epoch
+            if batch_max_ts > max_ts:
+                max_ts, shallow = batch_max_ts, last
+            position = valid + i
+            if position - last_index_entry > interval:
+                offset_entries += (last - base_offset, position)
+                if max_ts > last_time_ts:
+                    time_entries += (max_ts, shallow - base_offset)
+                    last_time_ts = max_ts
+                last_index_entry = position
+            if epoch > latest_epoch:
+                latest_epoch = epoch
                 self.epochs.append((epoch, base))
-            self.next_offset = last + 1
+            next_offset = last + 1
             i += size
-        self.valid += i
+        self.reason = reason
+        self.valid, self.next_offset = valid + i, next_offset
+        self.max_ts, self.shallow, self.last_time_ts = max_ts, shallow, last_time_ts
+        self.last_index_entry, self.latest_epoch = last_index_entry, latest_epoch
         return i
