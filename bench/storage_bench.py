@@ -126,6 +126,17 @@ async def log_recover(root: str, cfg: LogConfig) -> tuple[float, int]:
     return took, end
 
 
+def measure(name: str, logs: list[str], work: str, cfg: LogConfig) -> float:
+    """Seconds for one raw read or recovery, cold (pages dropped first) or warm (read first)."""
+    if name.startswith("cold"):
+        drop_cache(logs)
+    else:
+        raw_read(logs)
+    if name.endswith("raw"):
+        return raw_read(logs)
+    return asyncio.run(log_recover(work, cfg))[0]
+
+
 def run(mib: int, batch_bytes: int, repeats: int, base: str) -> None:
     batches = make_batches(batch_bytes)
     size = len(batches[0][0])
@@ -142,35 +153,21 @@ def run(mib: int, batch_bytes: int, repeats: int, base: str) -> None:
                           if n.endswith(".log"))
             assert sum(os.path.getsize(p) for p in logs) == total
             # Alternate which of each pair goes first: the machine's noise hits both alike.
-            def cold_raw() -> float:
-                drop_cache(logs)
-                return raw_read(logs)
-
-            def cold_rec() -> float:
-                drop_cache(logs)
-                return asyncio.run(log_recover(work, cfg))[0]
-
-            def warm_raw() -> float:
-                raw_read(logs)
-                return raw_read(logs)
-
-            def warm_rec() -> float:
-                raw_read(logs)
-                return asyncio.run(log_recover(work, cfg))[0]
-            pairs = [(cold_raw, cold_rec), (warm_raw, warm_rec)]
             got: dict[str, float] = {}
-            for first, second in pairs:
-                order = (first, second) if r % 2 == 0 else (second, first)
-                for f in order:
-                    got[f.__name__] = f()
+            for pair in (("cold_raw", "cold_rec"), ("warm_raw", "warm_rec")):
+                for name in pair if r % 2 == 0 else pair[::-1]:
+                    got[name] = measure(name, logs, work, cfg)
             rdc, recc, rd, rec = got["cold_raw"], got["cold_rec"], got["warm_raw"], got["warm_rec"]
             mbs = lambda t: total / MIB / t  # noqa: E731
-            best.raw_write, best.raw_write_fsync = max(best.raw_write, mbs(w)), max(best.raw_write_fsync, mbs(ws))
+            best.raw_write = max(best.raw_write, mbs(w))
+            best.raw_write_fsync = max(best.raw_write_fsync, mbs(ws))
             best.append, best.append_fsync = max(best.append, mbs(a)), max(best.append_fsync, mbs(as_))
             best.raw_read, best.recovery = max(best.raw_read, mbs(rd)), max(best.recovery, mbs(rec))
-            best.raw_read_cold, best.recovery_cold = max(best.raw_read_cold, mbs(rdc)), max(best.recovery_cold, mbs(recc))
-            print(f"run {r + 1}/{repeats}: write raw {mbs(w):6.0f} append {mbs(a):6.0f} | cold read raw {mbs(rdc):6.0f} "
-                  f"recovery {mbs(recc):6.0f} | warm read raw {mbs(rd):6.0f} recovery {mbs(rec):6.0f} MB/s", flush=True)
+            best.raw_read_cold = max(best.raw_read_cold, mbs(rdc))
+            best.recovery_cold = max(best.recovery_cold, mbs(recc))
+            print(f"run {r + 1}/{repeats}: write raw {mbs(w):6.0f} append {mbs(a):6.0f} | cold read raw "
+                  f"{mbs(rdc):6.0f} recovery {mbs(recc):6.0f} | warm read raw {mbs(rd):6.0f} recovery "
+                  f"{mbs(rec):6.0f} MB/s", flush=True)
         finally:
             shutil.rmtree(work, ignore_errors=True)
     print()

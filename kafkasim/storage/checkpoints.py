@@ -99,7 +99,8 @@ def parse_checkpoint(text: str, path: str, fields: int, version: int = CHECKPOIN
     if not lines:
         return []
     if _to_int(lines[0], path) != version:
-        raise CheckpointError(f"Unrecognised version:{lines[0]}, expected version: {version} in checkpoint file at: {path}")
+        raise CheckpointError(f"Unrecognised version:{lines[0]}, expected version: {version} "
+                              f"in checkpoint file at: {path}")
     if len(lines) == 1:
         return []
     expected = _to_int(lines[1], path)
@@ -110,7 +111,8 @@ def parse_checkpoint(text: str, path: str, fields: int, version: int = CHECKPOIN
             raise CheckpointError(f"Malformed line in checkpoint file [{path}]: {line}")
         entries.append(parts)
     if len(entries) != expected:
-        raise CheckpointError(f"Expected [{expected}] entries in checkpoint file [{path}], but found only [{len(entries)}]")
+        raise CheckpointError(f"Expected [{expected}] entries in checkpoint file [{path}], "
+                              f"but found only [{len(entries)}]")
     return entries
 
 

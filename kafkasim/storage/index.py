@@ -90,8 +90,8 @@ class AbstractIndex:
         if self._buf is None and n == self._entries - 1:  # the last entry, without loading all
             raw = self.file.read(n * self.ENTRY_SIZE, self.ENTRY_SIZE)
             raw += bytes(self.ENTRY_SIZE - len(raw))
-            return self._ENTRY.unpack(raw)  # type: ignore[return-value]
-        return self._ENTRY.unpack_from(self._data(), n * self.ENTRY_SIZE)  # type: ignore[return-value]
+            return self._ENTRY.unpack(raw)
+        return self._ENTRY.unpack_from(self._data(), n * self.ENTRY_SIZE)
 
     def is_full(self) -> bool:
         return self._entries >= self.max_entries
@@ -272,7 +272,8 @@ class OffsetIndex(AbstractIndex):
         """OffsetIndex.sanityCheck (Kafka's exact two checks)."""
         if self._entries != 0 and self.last_offset < self.base_offset:
             raise CorruptIndexError(f"Corrupt index found, index file {self.path} has non-zero size but the last "
-                                    f"offset is {self.last_offset} which is less than the base offset {self.base_offset}")
+                                    f"offset is {self.last_offset} which is less than the base offset "
+                                    f"{self.base_offset}")
         if self.length % self.ENTRY_SIZE != 0:
             raise CorruptIndexError(f"Index file {self.path} is corrupt, found {self.length} bytes which is neither "
                                     f"positive nor a multiple of {self.ENTRY_SIZE}")
@@ -303,7 +304,8 @@ class TimeIndex(AbstractIndex):
 
     def entry(self, n: int) -> tuple[int, int]:
         if n >= self._entries:
-            raise IndexError(f"Attempt to fetch the {n}th entry from time index {self.path} which has size {self._entries}")
+            raise IndexError(f"Attempt to fetch the {n}th entry from time index {self.path} "
+                             f"which has size {self._entries}")
         return self._absolute(*self._raw_entry(n))
 
     def lookup(self, target_timestamp: int) -> tuple[int, int]:
@@ -354,7 +356,8 @@ class TimeIndex(AbstractIndex):
                                     f"{self._raw_entry(0)[0]}")
         if self._entries != 0 and last_off < self.base_offset:
             raise CorruptIndexError(f"Corrupt time index found, time index file ({self.path}) has non-zero size but "
-                                    f"the last offset is {last_off} which is less than the first offset {self.base_offset}")
+                                    f"the last offset is {last_off} which is less than the first offset "
+                                    f"{self.base_offset}")
         if self.length % self.ENTRY_SIZE != 0:
             raise CorruptIndexError(f"Time index file {self.path} is corrupt, found {self.length} bytes which is "
                                     f"neither positive nor a multiple of {self.ENTRY_SIZE}")

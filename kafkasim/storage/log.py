@@ -481,7 +481,8 @@ class Log:
             if new_offset in self._bases:
                 if active.base_offset == new_offset and active.size == 0:
                     return active
-                raise ValueError(f"Trying to roll a new log segment with start offset {new_offset} while it already exists")
+                raise ValueError(f"Trying to roll a new log segment with start offset {new_offset} "
+                                 "while it already exists")
             if new_offset < active.base_offset:
                 raise ValueError(f"Trying to roll a new log segment with start offset {new_offset} lower than the "
                                  f"active segment {active.base_offset}")

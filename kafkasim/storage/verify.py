@@ -47,7 +47,8 @@ def check_log(log: Log) -> list[str]:
     if log.log_end_offset != end:
         problems.append(f"log end offset {log.log_end_offset} but the last segment ends at {end}")
     if not segs[0].base_offset <= log.log_start_offset <= log.log_end_offset:
-        problems.append(f"log start offset {log.log_start_offset} outside [{segs[0].base_offset}, {log.log_end_offset}]")
+        problems.append(f"log start offset {log.log_start_offset} outside "
+                        f"[{segs[0].base_offset}, {log.log_end_offset}]")
     if log.recovery_point > log.log_end_offset:
         problems.append(f"recovery point {log.recovery_point} beyond the log end offset {log.log_end_offset}")
     return problems

@@ -65,7 +65,8 @@ async def _apply(manager: LogManager, log: Log, ops: list[tuple[Any, ...]], mode
             info = log.append_as_leader(buf, list(iter_batches(buf, validate=True)), 1)
             for j, (k, v) in enumerate(recs):
                 model.records[info.first_offset + j] = (k, v)
-            model.batches[info.first_offset] = (info.last_offset, pid, (model.sequence - len(recs)) if idempotent else -1)
+            first_sequence = model.sequence - len(recs) if idempotent else -1
+            model.batches[info.first_offset] = (info.last_offset, pid, first_sequence)
         elif o[0] == "flush":
             await log.flush()
         elif o[0] == "roll":

@@ -168,7 +168,7 @@ def crash_and_recover_twice(seed: int, ops: list[tuple[Any, ...]], more: list[tu
         # The recovery point a checkpoint could hold: 0 (never written) or the last flushed one.
         rp = 0 if full_recovery else model.durable_end
 
-        async def after() -> None:
+        async def after(rt: Any = rt, rp: int = rp, round_: int = round_) -> None:
             log = await Log.load(rt, DIR, cfg, recovery_point=rp)
             _check(log, model)
             # What was lost is gone for good: offsets from the log end on will be reassigned.

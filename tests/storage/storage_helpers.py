@@ -17,7 +17,8 @@ LOG_BODY = Callable[[NodeRuntime], Awaitable[Any]]
 
 
 def batch(i: int, *, n: int = 1, ts: Optional[int] = None, key: Optional[bytes] = None,
-          value_size: int = 20, producer_id: int = -1, base_sequence: int = -1) -> tuple[bytearray, list[tuple[int, BatchHeader]]]:
+          value_size: int = 20, producer_id: int = -1,
+          base_sequence: int = -1) -> tuple[bytearray, list[tuple[int, BatchHeader]]]:
     """A validated single batch of n records: values name the batch, keys default to none."""
     t = 1000 + i if ts is None else ts
     records = [Record(t + j, key, (f"v{i}.{j}|".encode() * value_size)[:max(value_size, 1)]) for j in range(n)]

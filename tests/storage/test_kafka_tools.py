@@ -154,17 +154,20 @@ def test_kafka_parses_our_checkpoints(tmp_path: Path, java_classes: Path) -> Non
         for name in ("recovery-point-offset-checkpoint", "log-start-offset-checkpoint",
                      "replication-offset-checkpoint", "cleaner-offset-checkpoint")}
     expected = [f"{name} {t} {p} {o}" for name, table in ours.items() for (t, p), o in sorted(table.items())]
-    epochs = LeaderEpochCheckpointFile.parse((tmp_path / "kafka-logs" / "plain-0" / "leader-epoch-checkpoint").read_text())
+    epoch_file = tmp_path / "kafka-logs" / "plain-0" / "leader-epoch-checkpoint"
+    epochs = LeaderEpochCheckpointFile.parse(epoch_file.read_text())
     expected += [f"leader-epoch-checkpoint {e} {o}" for e, o in epochs]
     expected += ["partition.metadata 0 AAECAwQFBgcICQoLDA0ODw", "clean-shutdown true OptionalLong[-1]"]
     assert lines == expected
-    assert ("compact", 0) in ours["cleaner-offset-checkpoint"] and ours["log-start-offset-checkpoint"] == {("plain", 0): 10}
+    assert ("compact", 0) in ours["cleaner-offset-checkpoint"]
+    assert ours["log-start-offset-checkpoint"] == {("plain", 0): 10}
     assert epochs == [(7, 10)]  # DeleteRecords to 10 moved the first epoch's start (truncateFromStart)
 
 
 def test_kafka_writes_the_same_bytes_we_do(tmp_path: Path, java_classes: Path) -> None:
     _java(java_classes, "write", str(tmp_path))
-    assert (tmp_path / "recovery-point-offset-checkpoint").read_bytes() == OffsetCheckpointFile.render({("events", 3): 1234})
+    expected = OffsetCheckpointFile.render({("events", 3): 1234})
+    assert (tmp_path / "recovery-point-offset-checkpoint").read_bytes() == expected
     assert (tmp_path / "leader-epoch-checkpoint").read_bytes() == LeaderEpochCheckpointFile.render([(0, 0), (5, 1000)])
     assert (tmp_path / "partition.metadata").read_bytes() == PartitionMetadataFile.render(bytes(range(16)))
     assert (tmp_path / ".kafka_cleanshutdown").read_bytes() == CleanShutdownFile.render(-1)

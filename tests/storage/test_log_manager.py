@@ -179,4 +179,5 @@ def test_closed_logs_leave_the_checkpoints() -> None:
 def test_log_manager_config_from_server_properties() -> None:
     c = LogManagerConfig.from_properties({"log.retention.check.interval.ms": "1000", "log.cleaner.enable": "false",
                                           "replica.high.watermark.checkpoint.interval.ms": 7, "unknown.x": 1})
-    assert (c.retention_check_interval_ms, c.cleaner_enable, c.high_watermark_checkpoint_interval_ms) == (1000, False, 7)
+    assert c.retention_check_interval_ms == 1000 and not c.cleaner_enable
+    assert c.high_watermark_checkpoint_interval_ms == 7
