@@ -15,6 +15,7 @@ from kafkasim.protocol import errors as E
 from kafkasim.records.batch import MAGIC_VALUE_V2, BatchHeader, iter_batches, peek_magic
 from kafkasim.records.errors import CorruptReason, CorruptRecordError
 from kafkasim.runtime.api import Future
+from kafkasim.storage.file_records import FileRecords
 from kafkasim.storage.log import AppendInfo, Log, LogConfig
 
 
@@ -95,9 +96,11 @@ class Partition:
         self.wake_waiters()
         return info
 
-    def read(self, offset: int, max_bytes: int, isolation_committed: bool) -> bytes:
+    def read(self, offset: int, max_bytes: int, isolation_committed: bool) -> FileRecords:
         # Without transactions the last stable offset equals the high watermark.
-        return self.log.read(offset, max_bytes, max_offset=self.high_watermark)
+        # File regions, not bytes: the socket server sends them with sendfile (Kafka's
+        # FileRecords), so fetched data goes from the page cache to the socket.
+        return self.log.read_records(offset, max_bytes, max_offset=self.high_watermark)
 
     def add_waiter(self, fut: Future[Any]) -> None:
         self._waiters.append(fut)

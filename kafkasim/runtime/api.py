@@ -153,7 +153,11 @@ class Stream(abc.ABC):
     async def sendfile(self, fh: "FileHandle", offset: int, count: int) -> None:
         """Send `count` bytes of an open data file from `offset` (Kafka's FileRecords.writeTo):
         zero-copy os.sendfile in the real world; read + write where that is all there is."""
-        await self.write(fh.read(offset, count))
+        data = fh.read(offset, count)
+        if len(data) != count:
+            self.close()
+            raise ConnectionReset(f"file truncated during sendfile: {len(data)} of {count} bytes at {offset}")
+        await self.write(data)
 
     @abc.abstractmethod
     def close(self) -> None:

@@ -35,7 +35,7 @@ from __future__ import annotations
 import bisect
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from typing import Callable, Iterator, Optional
+from typing import Any, Callable, Iterator, Optional
 
 import struct
 
@@ -44,6 +44,7 @@ from kafkasim.records.batch import decode_batch_records
 from kafkasim.runtime.api import NodeRuntime
 from kafkasim.storage.checkpoints import PARTITION_METADATA, PartitionMetadataFile
 from kafkasim.storage.epoch import LeaderEpochFileCache
+from kafkasim.storage.file_records import FileRecords
 from kafkasim.storage.index import CorruptIndexError
 from kafkasim.storage.scheduler import Scheduler, SerialQueue
 from kafkasim.storage.segment import (CLEANED_SUFFIX, DELETED_SUFFIX, INDEX_SUFFIX, LOG_SUFFIX, SWAP_SUFFIX,
@@ -537,12 +538,23 @@ class Log:
         batch, however large, when min_one_message. Nothing at or past `max_offset` (the high
         watermark, exclusive; default the log end offset) is returned. Reads one segment, as
         Kafka's LocalLog.read does (the next one only if this one has nothing from `offset`)."""
+        data = self._read(offset, max_bytes, max_offset, min_one_message, LogSegment.read)
+        return b"" if data is None else data
+
+    def read_records(self, offset: int, max_bytes: int, max_offset: Optional[int] = None,
+                     min_one_message: bool = True) -> FileRecords:
+        """The same batches as read(), as file regions (Kafka's FileRecords) for sendfile."""
+        region = self._read(offset, max_bytes, max_offset, min_one_message, LogSegment.read_region)
+        return FileRecords([] if region is None else [region])
+
+    def _read(self, offset: int, max_bytes: int, max_offset: Optional[int], min_one_message: bool,
+              reader: Callable[..., Any]) -> Any:
         with self._io("reading the log"):
             segs, bases = self._segments, self._bases
             leo = self.log_end_offset
             limit = leo if max_offset is None else min(max_offset, leo)
             if offset >= limit or not segs:
-                return b""
+                return None
             if limit >= leo:
                 limit_index, limit_pos = len(segs) - 1, segs[-1].size
             else:
@@ -552,11 +564,11 @@ class Log:
             i = self._floor_index(offset, bases)
             while i < len(segs) and i <= limit_index:
                 max_pos = segs[i].size if i < limit_index else limit_pos
-                data = segs[i].read(offset, max_bytes, max_pos, min_one_message)
+                data = reader(segs[i], offset, max_bytes, max_pos, min_one_message)
                 if data is not None:
                     return data
                 i += 1
-            return b""
+            return None
 
     def offset_for_timestamp(self, timestamp_ms: int) -> Optional[tuple[int, int]]:
         """(offset, timestamp) of the first record with timestamp >= timestamp_ms at or after

@@ -29,6 +29,7 @@ import crc32c as _crc32c  # the C implementation records.crc wraps; called bare 
 
 from kafkasim.records.batch import LOG_OVERHEAD, MAGIC_VALUE_V2, MIN_BATCH_LENGTH, decode_batch_records
 from kafkasim.runtime.api import FileHandle, FileSystem
+from kafkasim.storage.file_records import FileRegion
 from kafkasim.storage.index import (NO_TIMESTAMP, IndexOffsetOverflowError, OffsetIndex,
                                     TimeIndex)
 
@@ -224,6 +225,27 @@ class LogSegment:
         data = self.log.read(first.position, fetch)
         end = whole_batches_end(data)
         return data if end == len(data) else data[:end]
+
+    def read_region(self, start_offset: int, max_size: int, max_position: Optional[int],
+                    min_one_message: bool) -> Optional[FileRegion]:
+        """As read(), but the whole batches as a region of the segment file, for sendfile: the
+        end is found by walking batch length fields (12-byte reads), not by reading the data."""
+        if max_size < 0:
+            raise ValueError(f"Invalid max size {max_size} for log read from segment {self.base_offset}")
+        first = self.translate_offset(start_offset)
+        if first is None:
+            return None
+        adjusted = max(max_size, first.size) if min_one_message else max_size
+        if adjusted == 0 or max_position is None:
+            return FileRegion(self.log, first.position, 0)
+        limit = first.position + min(max_position - first.position, adjusted)
+        end = first.position
+        while end + LOG_OVERHEAD <= limit:
+            size = _LEN.unpack_from(self.log.read(end, LOG_OVERHEAD), 8)[0] + LOG_OVERHEAD
+            if size < MIN_BATCH_LENGTH + LOG_OVERHEAD or end + size > limit:
+                break
+            end += size
+        return FileRegion(self.log, first.position, end - first.position)
 
     def read_next_offset(self) -> int:
         """The offset after the last batch (LogSegment.readNextOffset)."""

@@ -64,9 +64,13 @@ class RealStream(Stream):
             await super().sendfile(fh, offset, count)
             return
         try:
-            await asyncio.get_running_loop().sendfile(self._w.transport, fileobj(), offset, count)
-        except (ConnectionResetError, BrokenPipeError) as exc:
-            raise ConnectionReset(str(exc)) from exc
+            sent = await asyncio.get_running_loop().sendfile(self._w.transport, fileobj(), offset, count)
+        except (ConnectionResetError, BrokenPipeError, ValueError, OSError) as exc:
+            self.close()
+            raise ConnectionReset(f"sendfile failed: {exc}") from exc
+        if sent != count:  # the segment shrank under us: the frame would lie about its size
+            self.close()
+            raise ConnectionReset(f"file truncated during sendfile: {sent} of {count} bytes at {offset}")
 
     def close(self) -> None:
         if not self._closed:
