@@ -144,9 +144,9 @@ class LogManager:
                              recovery_point=self._recovery_points.get(tp, 0),
                              log_start_offset=self._log_start_offsets.get(tp, 0),
                              had_clean_shutdown=had_clean_shutdown, on_failure=self._on_log_failure)
-        hw = self.high_watermark_checkpoint.get(tp)
-        if hw is not None:
-            log.update_high_watermark(hw)
+        # The high watermark checkpoint is kept for the replication layer (Partition owns the
+        # high watermark; with one replica it is the log end offset, which the log reports
+        # until someone calls update_high_watermark).
         self.logs[tp] = log
         return log
 

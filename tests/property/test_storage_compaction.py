@@ -107,7 +107,7 @@ def _check(log: Log, model: Model) -> None:
             assert mine == [], f"{key!r} came back after its tombstone at {last} was removed: {mine}"
 
 
-@settings(max_examples=250, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=500, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(seed=st.integers(0, 2**32), ops=st.lists(op, min_size=1, max_size=35),
        mode=st.sampled_from((None,) + CRASH_MODES))
 def test_compaction_and_power_loss(seed: int, ops: list[tuple[Any, ...]], mode: Optional[str]) -> None:

@@ -116,7 +116,7 @@ def _check(log: Log, model: Model) -> list[int]:
     return served
 
 
-@settings(max_examples=600, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=800, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @example(seed=0, ops=[("append", 1, 1, 0)] * 3, more=[("flush",), ("append", 2, 1, 0)], mode=None,
          segment_bytes=300, interval=0, full_recovery=False)  # inode-first with stale, valid-looking batches
 @example(seed=2, ops=[("flush",)], more=[("append", 1, 1, 0), ("sleep", 1), ("delete_records", 1.0), ("flush",)],

@@ -181,3 +181,22 @@ def test_log_manager_config_from_server_properties() -> None:
                                           "replica.high.watermark.checkpoint.interval.ms": 7, "unknown.x": 1})
     assert c.retention_check_interval_ms == 1000 and not c.cleaner_enable
     assert c.high_watermark_checkpoint_interval_ms == 7
+
+
+def test_a_restart_does_not_pin_the_high_watermark_to_the_checkpoint() -> None:
+    """The checkpointed high watermark is the replication layer's to apply; the log keeps
+    reporting its end offset, so DeleteRecords and retention keep working after a restart."""
+    async def body(rt: NodeRuntime, world: Any) -> Any:
+        m = LogManager(rt, "kafka-logs", LogConfig(), FAST)
+        log = await m.get_or_create_log("t", 0)
+        append(log, 0, ts=rt.now_ms())
+        await m.shutdown()
+        world.nodes["b"].crash("kill")
+        rt2 = world.nodes["b"].restart()
+        m2 = LogManager(rt2, "kafka-logs", LogConfig(), FAST)
+        log2 = await m2.get_or_create_log("t", 0)
+        for i in range(1, 4):
+            append(log2, i, ts=rt2.now_ms())
+        return m2.high_watermark_checkpoint, log2.high_watermark, log2.delete_records(3)
+
+    assert run_sim(body) == ({("t", 0): 1}, 4, 3)
