@@ -6,8 +6,8 @@ offsets and times involved.
   of that partition was read — but that no poll returned.
 - unseen: an acknowledged send no poll returned at all (after the final polls).
 - duplicate: one value read at two or more distinct offsets.
-- inconsistent-offsets: one (partition, offset) read with two values, or a value read at an
-  offset other than the one its send was acknowledged with.
+- inconsistent-offsets: one (partition, offset) read with two values, or an acknowledged
+  (partition, offset) that reads back as a different value (the acked write was overwritten).
 - reorder: within one producer and partition, acknowledged sends whose offsets are not in send
   order.
 - nonmonotonic-poll / poll-skip: one consumer's successive reads of a partition whose offsets
@@ -78,12 +78,15 @@ def check_inconsistent(h: History) -> CheckResult:
         if len(values) > 1:
             out.anomalies.append(Anomaly("inconsistent-offsets", {"partition": part, "offset": off,
                                                                   "values": sorted(values)}))
-    acked = {s.value: s for s in h.acked() if s.offset >= 0}
-    for p in h.polls:
-        s = acked.get(p.value)
-        if s is not None and (s.partition, s.offset) != (p.partition, p.offset):
+    # An acknowledged offset that reads back as another value: the acked write was overwritten.
+    # (The same value ALSO read at another offset is a duplicate — a retried batch — not this.)
+    for s in h.acked():
+        if s.offset < 0:
+            continue
+        others = at.get((s.partition, s.offset), set()) - {s.value}
+        if others:
             out.anomalies.append(Anomaly("inconsistent-offsets", {
-                "value": p.value, "acked": [s.partition, s.offset], "read": [p.partition, p.offset]}))
+                "value": s.value, "acked": [s.partition, s.offset], "read_there": sorted(others)}))
     return out
 
 

@@ -35,11 +35,10 @@ def test_unseen_when_nothing_after_it_was_read() -> None:
     assert _found(h) == {"unseen": 1}
 
 
-def test_duplicate_and_nonmonotonic_poll() -> None:
+def test_reread_is_nonmonotonic_not_duplicate() -> None:
     h = _clean()
-    h.polls.append(Poll("c", 20.0, "t", 0, 5, "p-1"))
-    found = _found(h)
-    assert found["duplicate"] == 1 and found["inconsistent-offsets"] == 1
+    h.polls.append(Poll("c", 20.0, "t", 0, 2, "p-2"))  # the consumer went back to offset 2
+    assert _found(h) == {"nonmonotonic-poll": 1}
 
 
 def test_reorder_of_one_producers_sends() -> None:
@@ -47,3 +46,16 @@ def test_reorder_of_one_producers_sends() -> None:
     h.sends[1].offset, h.sends[2].offset = 2, 1
     found = _found(h)
     assert found["reorder"] == 1
+
+
+def test_a_retried_duplicate_is_not_an_inconsistent_offset() -> None:
+    h = _clean()
+    h.polls.append(Poll("c", 20.0, "t", 0, 5, "p-2"))  # p-2 also written again at offset 5
+    found = _found(h)
+    assert found.get("duplicate") == 1 and "inconsistent-offsets" not in found
+
+
+def test_an_overwritten_acked_offset_is_inconsistent() -> None:
+    h = _clean()
+    h.polls[3] = Poll("c", 13.0, "t", 0, 3, "other")  # offset 3 was acked as p-3
+    assert _found(h)["inconsistent-offsets"] == 1
