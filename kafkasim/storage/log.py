@@ -34,7 +34,7 @@ from __future__ import annotations
 
 import bisect
 from contextlib import contextmanager
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, Callable, Iterator, Optional
 
 import struct
@@ -804,16 +804,3 @@ def index_problem(seg: LogSegment, next_base: Optional[int]) -> str:
         if at is None or at.last_offset != prev_o or at.max_timestamp != prev_ts:
             return f"time index entry ({prev_ts}, {prev_o}) is not a batch's last offset and max timestamp"
     return ""
-
-
-def segment_files(base_offset: int) -> list[str]:
-    return [log_file_name(base_offset).replace(LOG_SUFFIX, kind) for kind in SEGMENT_SUFFIXES]
-
-
-@dataclass
-class LogSnapshot:
-    """What a reader sees: the offsets and segment list at one instant (for checkers)."""
-
-    log_start_offset: int
-    log_end_offset: int
-    segments: tuple[LogSegment, ...] = field(default_factory=tuple)
