@@ -7,6 +7,7 @@
     mode = "power"            # crash: "kill" (process dies, page cache survives, peers get RST)
                               #        "power" (machine loses power: unsynced writes resolve by the
                               #        disk's crash model, peers hear nothing)
+    disk_modes = ["inode_first"]   # crash, power: only these SimDisk crash modes (default: all)
     sides = [["broker-0"], ["producer-0"]]   # partition: symmetric cut between two groups
     from = "broker-0"  to = "zookeeper"      # block / clog: one direction
     extra_ms = 50                            # clog: added one-way delay
@@ -19,6 +20,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
+from kafkasim.runtime.sim.filesystem import CRASH_MODES
+
 FAULT_KINDS = ("crash", "restart", "partition", "block", "clog", "heal")
 
 
@@ -28,6 +31,7 @@ class Fault:
     kind: str
     targets: list[str] = field(default_factory=list)
     mode: str = "kill"
+    disk_modes: list[str] = field(default_factory=list)
     sides: list[list[str]] = field(default_factory=list)
     src: str = ""
     dst: str = ""
@@ -39,6 +43,8 @@ class Fault:
             d["target"] = ",".join(self.targets)
         if self.kind == "crash":
             d["mode"] = self.mode
+            if self.disk_modes:
+                d["disk_modes"] = ",".join(self.disk_modes)
         if self.kind == "partition":
             d["target"] = " | ".join(",".join(s) for s in self.sides)
         if self.kind in ("block", "clog"):
@@ -68,6 +74,10 @@ def parse_faults(path: str, raw: list[Any], fail: Callable[[str, str, Any], Exce
             f.mode = t.get("mode", "kill")
             if f.mode not in ("kill", "power"):
                 raise fail(f"{key}.mode", '"kill" or "power"', f.mode)
+            f.disk_modes = list(t.get("disk_modes", []))
+            if any(m not in CRASH_MODES for m in f.disk_modes) or (f.disk_modes and f.mode != "power"):
+                raise fail(f"{key}.disk_modes", f"SimDisk crash modes {list(CRASH_MODES)} with mode = \"power\"",
+                           f.disk_modes)
         if kind == "partition":
             sides = t.get("sides")
             if not isinstance(sides, list) or len(sides) != 2:

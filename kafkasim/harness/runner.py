@@ -101,6 +101,8 @@ def apply_fault(world: SimWorld, scenario: Scenario, fault: Fault) -> None:
     world.emit("harness", "fault", fault.describe())
     if fault.kind == "crash":
         for name in fault.targets:
+            if fault.disk_modes:  # restrict the power loss to these SimDisk crash modes
+                world.nodes[name].disk.crash_modes = tuple(fault.disk_modes)
             world.nodes[name].crash(fault.mode)
     elif fault.kind == "restart":
         for name in fault.targets:
