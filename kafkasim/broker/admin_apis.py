@@ -5,37 +5,40 @@ DescribeLogDirs 0-4, OffsetForLeaderEpoch 2-4.
 
 ZooKeeper writes, as Kafka's AdminZkClient / KafkaController make them:
 
-  /admin/delete_topics/<t>             DeleteTopics marks the topic; the controller (this broker,
-                                       the only one) deletes the partition logs, then
-                                       /brokers/topics/<t> (recursive), /config/topics/<t> and the
-                                       mark. A mark found at startup resumes the deletion.
-  /brokers/topics/<t>                  CreatePartitions: the assignment grows (CAS on the znode
-                                       version), the controller adds partitions/<p>/state.
+  /admin/delete_topics/<t>             DeleteTopics (on the controller) marks the topic; the
+                                       KafkaController's TopicDeletionManager has the replicas
+                                       deleted (StopReplica), then removes /brokers/topics/<t>,
+                                       /config/topics/<t> and the mark. The answer waits until the
+                                       topic left the metadata cache (DelayedDeleteTopics).
+  /brokers/topics/<t>                  CreatePartitions (on the controller): the assignment grows
+                                       (CAS on the znode version; AdminUtils from the existing
+                                       partition 0's first replica), the controller gives the new
+                                       partitions leaders; the answer waits for them.
   /config/topics/<t>                   {"version":1,"config":{...}} topic overrides (sorted keys)
   /config/brokers/<id>|<default>       {"version":1,"config":{...}} dynamic broker configs
   /config/changes/config_change_<seq>  {"version":2,"entity_path":"topics/<t>"} (persistent
                                        sequential) after every config change, as Kafka notifies
 
 Config changes reach the live logs at once (config_helper.effective_log_config: every field
-LogConfig has); topic overrides are applied again whenever a topic is loaded (startup, creation,
-new partitions), through `on_topic_loaded`.
+LogConfig has; min.insync.replicas to the partitions); topic overrides are applied again
+whenever a partition is created on this broker (apply_topic_config, the ReplicaManager's hook).
 
 Leader epochs: Metadata (v7+), ListOffsets (v4+) and OffsetForLeaderEpoch all answer the ZooKeeper
-leader epoch of the partition (0 until leadership moves), so a client validating its position
-(Java 3-4, librdkafka 2, kafka-python/franz-go <= 4) gets a consistent end offset: for the current
-epoch the log end offset; for an older one the end of its batches (Kafka's LeaderEpochFileCache
-rules, computed from the leader epochs stamped in the log's batches).
+leader epoch of the partition, so a client validating its position (Java 3-4, librdkafka 2,
+kafka-python/franz-go <= 4) gets a consistent end offset: for the current epoch the log end
+offset; for an older one where the next epoch starts (Kafka's LeaderEpochFileCache.endOffsetFor).
+Followers ask the same question before fetching (KIP-101/279).
 """
 
 from __future__ import annotations
 
-import inspect
 import json
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Awaitable, Callable, Optional
 
 from kafkasim.broker import config_helper as C
 from kafkasim.broker import zk_data as Z
+from kafkasim.broker.admin_utils import AssignmentError, BrokerMetadata, assign_replicas_to_brokers
 from kafkasim.protocol import api as A
 from kafkasim.protocol import errors as E
 from kafkasim.protocol.messages.alter_configs import AlterConfigsRequest, AlterConfigsResponse
@@ -51,12 +54,10 @@ from kafkasim.protocol.messages.incremental_alter_configs import (IncrementalAlt
 from kafkasim.protocol.messages.offset_for_leader_epoch import (OffsetForLeaderEpochRequest,
                                                                 OffsetForLeaderEpochResponse)
 from kafkasim.protocol.primitives import Message
-from kafkasim.records.batch import iter_batches
 from kafkasim.runtime.api import BadVersionError, NodeExistsError, NoNodeError, ZkClient
 
 if TYPE_CHECKING:
     from kafkasim.broker.kafka_apis import KafkaApis
-    from kafkasim.broker.partition import Partition
     from kafkasim.broker.server import KafkaServer
 
 VERSIONS: dict[int, tuple[int, int]] = {
@@ -82,7 +83,6 @@ ENDPOINT_TYPE_BROKER = 1
 CLUSTER_AUTHORIZED_OPERATIONS_ALL = 8096  # what Kafka answers without an authorizer
 AUTHORIZED_OPERATIONS_OMITTED = -(2**31)
 INTERNAL_TOPICS = frozenset({"__consumer_offsets", "__transaction_state"})
-_REPLAY_CHUNK_BYTES = 1 << 20
 
 
 def _dump(obj: Any) -> bytes:
@@ -161,65 +161,21 @@ class AdminManager:
         return C.BrokerConfigLayers(static, dict(self.dynamic_default), dict(self.dynamic_broker))
 
     # ------------------------------------------------------------ live logs
-    async def on_topic_loaded(self, topic: str) -> None:
-        """Called whenever a topic's partitions are (re)loaded: finish a deletion a crash
-        interrupted, else run its logs with its configs."""
-        if await self.zk.exists(f"{Z.ADMIN_DELETE_TOPICS}/{topic}") is not None:
-            await self.delete_topic_now(topic)
-            return
-        await self.apply_topic_config(topic)
-
     async def apply_topic_config(self, topic: str, overrides: Optional[dict[str, str]] = None) -> None:
         if overrides is None:
             overrides = await self.topic_overrides(topic)
         layers = await self.broker_layers()
         cfg = C.effective_log_config(self.server.replica_manager.log_config, overrides, layers)
+        min_isr = C.topic_config_entries(overrides, layers, ["min.insync.replicas"])
+        min_isr_value = int(min_isr[0].value or 1) if min_isr else 1
         for (t, _), part in sorted(self.server.replica_manager.partitions.items()):
             if t == topic:
                 part.log.config = cfg
+                part.min_insync_replicas = min_isr_value
 
     async def apply_all_topic_configs(self) -> None:
         for topic in sorted(self.server.metadata_cache.topics):
             await self.apply_topic_config(topic)
-
-    # ------------------------------------------------------------ topic deletion
-    async def delete_topic_now(self, topic: str) -> None:
-        """The controller's TopicDeletionManager on a single broker: logs first, znodes last (a
-        crash in between leaves the mark, and the next load of the topic finishes the job)."""
-        rm = self.server.replica_manager
-        for key in sorted(k for k in rm.partitions if k[0] == topic):
-            part = rm.partitions.pop(key)
-            part.wake_waiters()
-            await self._delete_log(part)
-        for path, recursive in ((Z.topic_path(topic), True), (f"{Z.CONFIG_TOPICS}/{topic}", False),
-                                (f"{Z.ADMIN_DELETE_TOPICS}/{topic}", False)):
-            try:
-                await self.zk.delete(path, recursive=recursive)
-            except NoNodeError:
-                pass
-        self.server.metadata_cache.topics.pop(topic, None)
-        self.server.rt.trace("topic_deleted", topic=topic)
-
-    async def _delete_log(self, part: "Partition") -> None:
-        """The storage's LogManager.async_delete (Kafka's asyncDelete) when it has one, so its
-        checkpoints and jobs forget the log; otherwise close the log and remove its files."""
-        manager = getattr(self.server.replica_manager, "log_manager", None)
-        delete = getattr(manager, "async_delete", None)
-        if callable(delete):
-            result = delete(part.topic, part.index)
-            if inspect.isawaitable(result):
-                await result
-            return
-        part.log.close()
-        self._delete_dir(part.log.dir)
-
-    def _delete_dir(self, path: str) -> None:
-        fs = self.server.rt.fs
-        if not fs.exists(path):
-            return
-        for name in fs.listdir(path):
-            fs.unlink(f"{path}/{name}")
-        fs.rmdir(path)
 
     def is_controller(self) -> bool:
         return self.server.metadata_cache.controller_id == self.server.config.broker_id
@@ -229,6 +185,7 @@ class AdminManager:
 class AdminApis:
     def __init__(self, manager: AdminManager) -> None:
         self.m = manager
+        self._timeout_ms = 30000.0
 
     @property
     def server(self) -> "KafkaServer":
@@ -264,12 +221,22 @@ class AdminApis:
             wanted = [(name, ZERO_UUID) for name in req.topic_names]
         R = DeleteTopicsResponse.DeletableTopicResult
         results = []
+        pending: list[tuple[Any, str]] = []
         for name, topic_id in wanted:
             error, resolved, tid = await self._delete_one(name, topic_id)
             kw: dict[str, Any] = {"topic_id": tid} if version >= 6 else {}
             if version >= 5:
                 kw["error_message"] = None
             results.append(R(name=resolved, error_code=error, **kw))
+            if error == E.NONE and resolved is not None:
+                pending.append((results[-1], resolved))
+        if pending and req.timeout_ms > 0:
+            # DelayedDeleteTopics: done when the topics left this broker's metadata cache.
+            cache = self.server.metadata_cache
+            await self.server.wait_for_metadata(lambda: all(cache.topic(t) is None for _, t in pending), req.timeout_ms)
+            for r, t in pending:
+                if cache.topic(t) is not None:
+                    r.error_code = E.REQUEST_TIMED_OUT
         kw2: dict[str, Any] = {"throttle_time_ms": 0} if version >= 1 else {}
         return DeleteTopicsResponse(responses=results, **kw2)
 
@@ -295,8 +262,8 @@ class AdminApis:
         try:
             await self.m.zk.create(f"{Z.ADMIN_DELETE_TOPICS}/{name}", b"", makepath=True)
         except NodeExistsError:
-            pass  # already marked: finish it
-        await self.m.delete_topic_now(name)
+            pass  # already marked
+        self.server.rt.trace("topic_deletion_requested", topic=name)
         return E.NONE, name, tid
 
     # ------------------------------------------------------------ CreatePartitions
@@ -310,6 +277,7 @@ class AdminApis:
                                  error_message="Duplicate topic in request."))
                 continue
             assignments = None if t.assignments is None else [list(a.broker_ids) for a in t.assignments]
+            self._timeout_ms = float(req.timeout_ms)
             try:
                 await self._create_partitions(t.name, t.count, assignments, req.validate_only)
                 results.append(R(name=t.name, error_code=E.NONE, error_message=None))
@@ -342,26 +310,30 @@ class AdminApis:
             await self.m.zk.set(Z.topic_path(topic), Z.topic_assignment_json(full, current.topic_id), stat.version)
         except BadVersionError as exc:
             raise AdminError(E.REASSIGNMENT_IN_PROGRESS, "The topic assignment changed concurrently.") from exc
-        for p, replicas in sorted(new.items()):
-            state = Z.partition_state_json(replicas[0], 0, list(replicas), max(s.controller_epoch, 1))
-            try:
-                await self.m.zk.create(Z.partition_state_path(topic, p), state, makepath=True)
-            except NodeExistsError:
-                pass
         s.rt.trace("partitions_created", topic=topic, partitions=count)
-        await s._load_topic(topic)  # the controller's onNewPartitionCreation + LeaderAndIsr
+        # DelayedCreatePartitions: the controller gives the new partitions leaders.
+        cache = s.metadata_cache
+        if not await s.wait_for_metadata(lambda: cache.has_leaders(topic, count), self._timeout_ms):
+            raise AdminError(E.REQUEST_TIMED_OUT, f"Timed out waiting for partitions of {topic} to be created.")
 
     def _new_assignment(self, current: dict[int, list[int]], count: int,
                         assignments: Optional[list[list[int]]]) -> dict[int, list[int]]:
         existing = len(current)
         rf = len(current[min(current)]) if current else 1
-        alive = self.server.metadata_cache.alive_broker_ids() or [self.server.config.broker_id]
+        cache = self.server.metadata_cache
+        alive = cache.alive_broker_ids() or [self.server.config.broker_id]
         adding = count - existing
         if assignments is None:
-            if rf > len(alive):
-                raise AdminError(E.INVALID_REPLICATION_FACTOR,
-                                 f"Replication factor: {rf} larger than available brokers: {len(alive)}.")
-            return {p: [alive[(p + r) % len(alive)] for r in range(rf)] for p in range(existing, count)}
+            # AdminZkClient.addPartitions: AdminUtils from the existing partition 0's first
+            # replica's place in the broker list, numbering on from the existing partitions.
+            brokers = [BrokerMetadata(b, cache.brokers[b].rack if b in cache.brokers else None) for b in alive]
+            first = current[min(current)][0] if current else alive[0]
+            start = max(0, next((i for i, b in enumerate(alive) if b >= first), 0))
+            try:
+                return assign_replicas_to_brokers(brokers, adding, rf, lambda n: 0, fixed_start_index=start,
+                                                  start_partition_id=existing)
+            except AssignmentError as exc:
+                raise AdminError(exc.error_code, str(exc)) from exc
         if len(assignments) != adding:
             raise AdminError(E.INVALID_REPLICA_ASSIGNMENT, f"Increasing the number of partitions by {adding} but "
                              f"{len(assignments)} assignments provided.")
@@ -611,14 +583,9 @@ class AdminApis:
         part = self.server.replica_manager.get_partition(topic, partition)
         if part is None:
             return E.UNKNOWN_TOPIC_OR_PARTITION, UNDEFINED_EPOCH, UNDEFINED_EPOCH_OFFSET
-        if not part.is_leader:
-            return E.NOT_LEADER_OR_FOLLOWER, UNDEFINED_EPOCH, UNDEFINED_EPOCH_OFFSET
-        if current != -1 and current < part.leader_epoch:
-            return E.FENCED_LEADER_EPOCH, UNDEFINED_EPOCH, UNDEFINED_EPOCH_OFFSET
-        if current != -1 and current > part.leader_epoch:
-            return E.UNKNOWN_LEADER_EPOCH, UNDEFINED_EPOCH, UNDEFINED_EPOCH_OFFSET
-        epoch, end = end_offset_for_epoch(part, requested)
-        return E.NONE, epoch, end
+        if part.offline:
+            return E.KAFKA_STORAGE_ERROR, UNDEFINED_EPOCH, UNDEFINED_EPOCH_OFFSET
+        return part.last_offset_for_leader_epoch(current, requested)
 
 
 def log_size_in_bytes(log: Any) -> int:
@@ -644,34 +611,6 @@ def advance_log_start_offset(log: Any, offset: int) -> int:
         return int(delete(offset))
     log.log_start_offset = max(log.log_start_offset, min(offset, log.log_end_offset))
     return int(log.log_start_offset)
-
-
-def end_offset_for_epoch(part: "Partition", requested: int) -> tuple[int, int]:
-    """LeaderEpochFileCache.endOffsetFor over the epochs stamped in the log's batches plus the
-    partition's current leader epoch (which starts at the log end when leadership began)."""
-    latest = part.leader_epoch
-    if requested == UNDEFINED_EPOCH or requested > latest:
-        return UNDEFINED_EPOCH, UNDEFINED_EPOCH_OFFSET
-    if requested == latest:
-        return latest, part.log_end_offset
-    floor_epoch, end, first_base = UNDEFINED_EPOCH, UNDEFINED_EPOCH_OFFSET, None
-    log = part.log
-    offset = log.log_start_offset
-    while offset < log.log_end_offset:
-        data = log.read(offset, _REPLAY_CHUNK_BYTES)
-        next_offset = offset
-        for _, h in iter_batches(data):
-            if first_base is None:
-                first_base = h.base_offset
-            if 0 <= h.partition_leader_epoch <= requested:
-                floor_epoch, end = max(floor_epoch, h.partition_leader_epoch), h.next_offset
-            next_offset = h.next_offset
-        if next_offset <= offset:
-            break
-        offset = next_offset
-    if floor_epoch == UNDEFINED_EPOCH:  # older than any epoch known: the start of the first one
-        return requested, first_base if first_base is not None else part.log_end_offset
-    return floor_epoch, end
 
 
 def register(apis: "KafkaApis") -> AdminManager:

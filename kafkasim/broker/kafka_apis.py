@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any, Awaitable, Callable, Optional
 
-from kafkasim.broker import admin_apis, producer_id_manager
+from kafkasim.broker import admin_apis, controller_apis, producer_id_manager
 from kafkasim.broker.group.apis import register as register_group_apis
 from kafkasim.broker.kafka_zk_client import TopicError
 from kafkasim.broker.replica_manager import FetchSpec
@@ -66,6 +66,7 @@ class KafkaApis:
         self.group_coordinator = register_group_apis(self)
         producer_id_manager.register(self)  # InitProducerId (the idempotent producer)
         self.admin = admin_apis.register(self)  # DeleteTopics, CreatePartitions, configs, DeleteRecords, ...
+        self.controller_apis = controller_apis.register(self)  # LeaderAndIsr, UpdateMetadata, StopReplica, ...
 
     def register(self, api_key: int, min_version: int, max_version: int, handler: Handler) -> None:
         """Advertise [min, max] for api_key and route its requests to handler. Only what is
@@ -109,10 +110,15 @@ class KafkaApis:
         T = MetadataResponse.MetadataResponseTopic
         if name is None:
             return T(error_code=E.UNKNOWN_TOPIC_OR_PARTITION, name=None, topic_id=ZERO_UUID, partitions=[])
-        meta = self.server.metadata_cache.topic(name)
+        cache = self.server.metadata_cache
+        meta = cache.topic(name)
         if meta is None:
             if not auto_create:
                 return T(error_code=E.UNKNOWN_TOPIC_OR_PARTITION, name=name, topic_id=ZERO_UUID, partitions=[])
+            if self.server.config.broker_id not in cache.brokers:
+                # No UpdateMetadata yet (just started): the live brokers are unknown, so the
+                # replicas cannot be assigned. Not ready — the client asks again.
+                return T(error_code=E.LEADER_NOT_AVAILABLE, name=name, topic_id=ZERO_UUID, partitions=[])
             try:
                 await self.server.create_topic(name, -1, -1, None, {})
             except TopicError as exc:
@@ -121,19 +127,33 @@ class KafkaApis:
             # As Kafka answers a Metadata request that auto-created the topic: not ready yet.
             return T(error_code=E.LEADER_NOT_AVAILABLE, name=name, topic_id=ZERO_UUID, partitions=[])
         P = T.MetadataResponsePartition
-        parts = [P(error_code=E.NONE, partition_index=i, leader_id=pm.leader, leader_epoch=pm.leader_epoch,
-                   replica_nodes=list(pm.replicas), isr_nodes=list(pm.isr), offline_replicas=[])
-                 for i, pm in sorted(meta.partitions.items())]
+        alive = self.server.metadata_cache.brokers
+        parts = []
+        for i, pm in sorted(meta.partitions.items()):
+            # A leader that is not a live broker is no leader (Kafka's ZkMetadataCache).
+            if pm.leader in alive:
+                parts.append(P(error_code=E.NONE, partition_index=i, leader_id=pm.leader, leader_epoch=pm.leader_epoch,
+                               replica_nodes=list(pm.replicas), isr_nodes=list(pm.isr),
+                               offline_replicas=list(pm.offline_replicas)))
+            else:
+                parts.append(P(error_code=E.LEADER_NOT_AVAILABLE, partition_index=i, leader_id=-1,
+                               leader_epoch=pm.leader_epoch, replica_nodes=list(pm.replicas), isr_nodes=list(pm.isr),
+                               offline_replicas=list(pm.offline_replicas)))
         return T(error_code=E.NONE, name=name, topic_id=meta.topic_id, is_internal=meta.is_internal,
                  partitions=parts, topic_authorized_operations=-2147483648)
 
     # ---------------------------------------------------------------- Produce
     async def handle_produce(self, header: RequestHeader, req: ProduceRequest) -> Optional[Message]:
+        """Append every partition, then — for acks=all — wait for each append to be replicated
+        (DelayedProduce: until the high watermark passes it, or the request's timeout_ms)."""
         rm = self.server.replica_manager
+        rt = self.server.rt
         acks = req.acks
+        deadline = rt.monotonic_ms() + max(0, req.timeout_ms)
         R = ProduceResponse.TopicProduceResponse
         PR = R.PartitionProduceResponse
         responses = []
+        delayed: list[tuple[Any, str, int, int]] = []
         for td in req.topic_data:
             parts = []
             for pd in td.partition_data:
@@ -141,26 +161,35 @@ class KafkaApis:
                     parts.append(PR(index=pd.index, error_code=E.INVALID_REQUIRED_ACKS, base_offset=-1,
                                     log_append_time_ms=-1, log_start_offset=-1))
                     continue
-                res = await rm.append_records(td.name, pd.index, pd.records)
-                self.server.rt.trace("produce", topic=td.name, partition=pd.index, error=res.error_code,
-                                     base_offset=res.base_offset,
-                                     records=res.info.record_count if res.info else 0)
-                parts.append(PR(index=pd.index, error_code=res.error_code, base_offset=res.base_offset,
-                                log_append_time_ms=-1, log_start_offset=res.log_start_offset,
-                                record_errors=[], error_message=res.error_message))
+                res = await rm.append_records(td.name, pd.index, pd.records, acks)
+                rt.trace("produce", topic=td.name, partition=pd.index, error=res.error_code,
+                         base_offset=res.base_offset, records=res.info.record_count if res.info else 0)
+                part = PR(index=pd.index, error_code=res.error_code, base_offset=res.base_offset,
+                          log_append_time_ms=-1, log_start_offset=res.log_start_offset,
+                          record_errors=[], error_message=res.error_message)
+                parts.append(part)
+                if acks == -1 and res.error_code == E.NONE and res.info is not None:
+                    delayed.append((part, td.name, pd.index, res.info.last_offset + 1))
             responses.append(R(name=td.name, partition_responses=parts))
+        for part, topic, index, required in delayed:
+            code = await rm.wait_for_replication(topic, index, required, deadline)
+            if code != E.NONE:
+                part.error_code, part.base_offset = code, -1
+                rt.trace("produce_not_replicated", topic=topic, partition=index, error=code, required_offset=required)
         if acks == 0:
             return None  # acks=0: the producer expects no response at all
         return ProduceResponse(responses=responses, throttle_time_ms=0)
 
     # ---------------------------------------------------------------- Fetch
     async def handle_fetch(self, header: RequestHeader, req: FetchRequest) -> Message:
-        specs = [FetchSpec(t.topic, p.partition, p.fetch_offset, p.partition_max_bytes)
+        version = header.request_api_version
+        specs = [FetchSpec(t.topic, p.partition, p.fetch_offset, p.partition_max_bytes,
+                           p.current_leader_epoch if version >= 9 else -1, p.log_start_offset if version >= 5 else -1)
                  for t in req.topics for p in t.partitions]
         committed = req.isolation_level == 1
         max_bytes = min(req.max_bytes, self.server.config.fetch_max_bytes)
         results = await self.server.replica_manager.fetch_messages(specs, req.max_wait_ms, req.min_bytes,
-                                                                   max_bytes, committed)
+                                                                   max_bytes, committed, req.replica_id)
         FT = FetchResponse.FetchableTopicResponse
         PD = FT.PartitionData
         topics: list[Any] = []
@@ -178,6 +207,7 @@ class KafkaApis:
     # ---------------------------------------------------------------- ListOffsets
     async def handle_list_offsets(self, header: RequestHeader, req: ListOffsetsRequest) -> Message:
         rm = self.server.replica_manager
+        version = header.request_api_version
         TR = ListOffsetsResponse.ListOffsetsTopicResponse
         PR = TR.ListOffsetsPartitionResponse
         topics = []
@@ -185,23 +215,27 @@ class KafkaApis:
             parts = []
             for p in t.partitions:
                 part = rm.get_partition(t.name, p.partition_index)
-                if part is None:
-                    parts.append(PR(partition_index=p.partition_index, error_code=E.UNKNOWN_TOPIC_OR_PARTITION,
-                                    timestamp=-1, offset=-1, leader_epoch=-1))
+                current = p.current_leader_epoch if version >= 4 else -1
+                code = _leader_check(part, current)
+                if code != E.NONE:
+                    parts.append(PR(partition_index=p.partition_index, error_code=code, timestamp=-1, offset=-1,
+                                    leader_epoch=-1))
                     continue
-                ts, off = self._list_offset(part, p.timestamp)
-                epoch = part.leader_epoch if off >= 0 and header.request_api_version >= 4 else -1
+                # A follower (replica_id >= 0) may see up to the log end offset.
+                assert part is not None
+                ts, off = self._list_offset(part, p.timestamp, req.replica_id >= 0)
+                epoch = part.leader_epoch if off >= 0 and version >= 4 else -1
                 parts.append(PR(partition_index=p.partition_index, error_code=E.NONE, timestamp=ts, offset=off,
                                 leader_epoch=epoch))
             topics.append(TR(name=t.name, partitions=parts))
         return ListOffsetsResponse(throttle_time_ms=0, topics=topics)
 
     @staticmethod
-    def _list_offset(part: Any, timestamp: int) -> tuple[int, int]:
+    def _list_offset(part: Any, timestamp: int, from_follower: bool = False) -> tuple[int, int]:
         if timestamp == EARLIEST_TIMESTAMP:
             return -1, part.log_start_offset
         if timestamp == LATEST_TIMESTAMP:
-            return -1, part.high_watermark
+            return -1, part.log_end_offset if from_follower else part.high_watermark
         if timestamp == MAX_TIMESTAMP:
             best = part.log.max_timestamp_and_offset()
             return best if best else (-1, -1)
@@ -212,18 +246,57 @@ class KafkaApis:
 
     # ---------------------------------------------------------------- CreateTopics
     async def handle_create_topics(self, header: RequestHeader, req: CreateTopicsRequest) -> Message:
+        """Only the controller creates topics (NOT_CONTROLLER elsewhere, as a ZooKeeper-mode
+        broker answers); the answer waits until every new partition has a leader in this
+        broker's metadata (DelayedCreatePartitions) or timeout_ms passes (REQUEST_TIMED_OUT)."""
         R = CreateTopicsResponse.CreatableTopicResult
+        s = self.server
         results = []
+        waiting: list[tuple[Any, str, int]] = []
+        is_controller = s.controller is not None and s.controller.is_active
         for t in req.topics:
             assignment = {a.partition_index: list(a.broker_ids) for a in t.assignments} or None
             configs = {c.name: c.value for c in t.configs if c.value is not None}
+            if not is_controller:
+                results.append(R(name=t.name, topic_id=ZERO_UUID, error_code=E.NOT_CONTROLLER,
+                                 error_message="This is not the correct controller for this cluster.",
+                                 num_partitions=-1, replication_factor=-1, configs=None))
+                continue
             try:
-                n, rf = await self.server.create_topic(t.name, t.num_partitions, t.replication_factor, assignment,
-                                                       configs, validate_only=req.validate_only)
-                meta = self.server.metadata_cache.topic(t.name)
-                results.append(R(name=t.name, topic_id=meta.topic_id if meta else ZERO_UUID, error_code=E.NONE,
-                                 error_message=None, num_partitions=n, replication_factor=rf, configs=[]))
+                n, rf = await s.create_topic(t.name, t.num_partitions, t.replication_factor, assignment,
+                                             configs, validate_only=req.validate_only)
+                r = R(name=t.name, topic_id=ZERO_UUID, error_code=E.NONE, error_message=None, num_partitions=n,
+                      replication_factor=rf, configs=[])
+                results.append(r)
+                if not req.validate_only:
+                    waiting.append((r, t.name, n))
             except TopicError as exc:
                 results.append(R(name=t.name, topic_id=ZERO_UUID, error_code=exc.error_code, error_message=str(exc),
                                  num_partitions=-1, replication_factor=-1, configs=None))
+        if waiting and req.timeout_ms > 0:
+            cache = s.metadata_cache
+            ready = await s.wait_for_metadata(lambda: all(cache.has_leaders(name, n) for _, name, n in waiting),
+                                              req.timeout_ms)
+            for r, name, n in waiting:
+                meta = cache.topic(name)
+                if meta is not None:
+                    r.topic_id = meta.topic_id
+                if not ready and not cache.has_leaders(name, n):
+                    r.error_code = E.REQUEST_TIMED_OUT
+                    r.error_message = f"Timed out waiting for topic {name} to be created."
         return CreateTopicsResponse(throttle_time_ms=0, topics=results)
+
+
+def _leader_check(part: Any, current_leader_epoch: int) -> int:
+    """Partition.localLogWithEpochOrThrow with fetchOnlyFromLeader: epoch first, then role."""
+    if part is None:
+        return E.UNKNOWN_TOPIC_OR_PARTITION
+    if getattr(part, "offline", False):
+        return E.KAFKA_STORAGE_ERROR
+    if current_leader_epoch >= 0 and current_leader_epoch < part.leader_epoch:
+        return E.FENCED_LEADER_EPOCH
+    if current_leader_epoch > part.leader_epoch:
+        return E.UNKNOWN_LEADER_EPOCH
+    if not part.is_leader:
+        return E.NOT_LEADER_OR_FOLLOWER
+    return E.NONE

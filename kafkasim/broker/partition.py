@@ -1,14 +1,32 @@
-"""Partition: one topic-partition replica on this broker — its log, leader epoch, high watermark,
-and the DelayedFetch waiters to wake when data arrives.
+"""Partition: one topic-partition replica on this broker (Kafka's kafka.cluster.Partition) — its
+log, its role (leader or follower of leader epoch E), and as leader the state of the other
+replicas, the ISR and the high watermark.
 
-With a single replica in the ISR the high watermark is the log end offset as soon as an append
-returns; the replication work generalises it to the minimum log end offset of the ISR.
+Leader:
+  - high watermark = the smallest log end offset among the leader and the replicas of the
+    *maximal* ISR (the ISR plus a replica whose addition is in flight) — so no offset counts as
+    committed before every replica that is, or is about to be, in the ISR has it
+    (maybe_increment_leader_hw);
+  - ISR expansion: a follower whose log end offset reached the high watermark and this leader
+    epoch's start offset joins (maybe_expand_isr); ISR shrink: a follower not caught up for
+    replica.lag.time.max.ms leaves (maybe_shrink_isr). Either is proposed to the controller
+    with AlterPartition (Kafka 3.9's ZooKeeper mode, inter.broker.protocol.version 3.9) and
+    takes effect when the controller has written the state znode; until then one change at a
+    time is in flight;
+  - acks=all: refused with NOT_ENOUGH_REPLICAS before the append when the ISR is smaller than
+    min.insync.replicas; after it, complete when the high watermark passes the batch
+    (NOT_ENOUGH_REPLICAS_AFTER_APPEND if the ISR shrank below the minimum meanwhile).
+Follower: appends the leader's batches as fetched; its high watermark is the leader's, capped
+by its own log end offset.
+
+Waiters (DelayedFetch, DelayedProduce, the group coordinator's acks=all appends) are futures
+resolved whenever the log end offset or the high watermark moves, or the role changes.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import Any, Optional
+from dataclasses import dataclass, field
+from typing import Any, Callable, Optional
 
 from kafkasim.broker.producer_state import ProducerStateError, ProducerStateManager
 from kafkasim.protocol import errors as E
@@ -17,6 +35,9 @@ from kafkasim.records.errors import CorruptReason, CorruptRecordError
 from kafkasim.runtime.api import Future
 from kafkasim.storage.file_records import FileRecords
 from kafkasim.storage.log import AppendInfo, Log, LogConfig
+
+UNKNOWN_OFFSET = -1
+LEADER_RECOVERY_RECOVERED, LEADER_RECOVERY_RECOVERING = 0, 1
 
 
 class AppendError(Exception):
@@ -60,14 +81,119 @@ def validate_produce_records(records: Any, config: LogConfig) -> ValidatedRecord
     return ValidatedRecords(bytearray(records), headers)
 
 
+@dataclass
+class Replica:
+    """What the leader knows of a follower (Kafka's kafka.cluster.Replica)."""
+
+    broker_id: int
+    log_end_offset: int = UNKNOWN_OFFSET
+    log_start_offset: int = UNKNOWN_OFFSET
+    last_fetch_leader_log_end_offset: int = UNKNOWN_OFFSET
+    last_fetch_time_ms: float = 0.0
+    last_caught_up_time_ms: float = 0.0
+
+    def update_fetch_state(self, fetch_offset: int, log_start_offset: int, fetch_time_ms: float,
+                           leader_end_offset: int) -> None:
+        """A follower fetch at `fetch_offset` (= its log end offset). It was caught up at this
+        fetch if it asked for the leader's end; or at the previous fetch if it now asks for at
+        least what the leader's end was then."""
+        if fetch_offset >= leader_end_offset:
+            self.last_caught_up_time_ms = max(self.last_caught_up_time_ms, fetch_time_ms)
+        elif fetch_offset >= self.last_fetch_leader_log_end_offset:
+            self.last_caught_up_time_ms = max(self.last_caught_up_time_ms, self.last_fetch_time_ms)
+        self.log_start_offset = log_start_offset
+        self.log_end_offset = fetch_offset
+        self.last_fetch_leader_log_end_offset = leader_end_offset
+        self.last_fetch_time_ms = fetch_time_ms
+
+    def is_caught_up(self, leader_end_offset: int, now_ms: float, lag_max_ms: int) -> bool:
+        return leader_end_offset == self.log_end_offset or now_ms - self.last_caught_up_time_ms <= lag_max_ms
+
+    def reset_replica_state(self, now_ms: float, leader_end_offset: int, is_new_leader: bool,
+                            in_sync: bool) -> None:
+        """On a new leader epoch: an ISR member counts as caught up now, others not at all
+        (so they neither hold the high watermark back nor rejoin before fetching)."""
+        self.last_caught_up_time_ms = now_ms if in_sync else 0.0
+        if is_new_leader:
+            self.log_end_offset = self.log_start_offset = UNKNOWN_OFFSET
+            self.last_fetch_leader_log_end_offset = UNKNOWN_OFFSET
+            self.last_fetch_time_ms = 0.0
+        else:
+            self.last_fetch_leader_log_end_offset = leader_end_offset
+            self.last_fetch_time_ms = now_ms if in_sync else 0.0
+
+
+@dataclass
+class PartitionState:
+    """The leader's view of a LeaderAndIsr partition state (controller -> broker)."""
+
+    leader: int
+    leader_epoch: int
+    isr: list[int]
+    replicas: list[int]
+    partition_epoch: int = 0
+    adding_replicas: list[int] = field(default_factory=list)
+    removing_replicas: list[int] = field(default_factory=list)
+    leader_recovery_state: int = LEADER_RECOVERY_RECOVERED
+    is_new: bool = False
+
+
+@dataclass
+class PendingIsrChange:
+    """An AlterPartition in flight (Kafka's PendingExpandIsr / PendingShrinkIsr)."""
+
+    isr: list[int]            # the proposed ISR
+    maximal_isr: list[int]    # what the high watermark waits for meanwhile
+    leader_recovery_state: int
+
+
 class Partition:
-    def __init__(self, topic: str, index: int, log: Log, leader_epoch: int, is_leader: bool) -> None:
+    def __init__(self, topic: str, index: int, log: Log, leader_epoch: int, is_leader: bool,
+                 local_broker_id: int = 0, high_watermark: Optional[int] = None) -> None:
         self.topic, self.index, self.log = topic, index, log
+        self.local_broker_id = local_broker_id
         self.leader_epoch = leader_epoch
-        self.is_leader = is_leader
-        self.high_watermark = log.log_end_offset
+        self.leader_id: Optional[int] = local_broker_id if is_leader else None
+        self.partition_epoch = 0
+        self.leader_epoch_start_offset: Optional[int] = log.log_end_offset if is_leader else None
+        self.assignment: list[int] = [local_broker_id]
+        self.isr: list[int] = [local_broker_id] if is_leader else []
+        self.pending: Optional[PendingIsrChange] = None
+        self.leader_recovery_state = LEADER_RECOVERY_RECOVERED
+        self.remote_replicas: dict[int, Replica] = {}
+        # Kafka's defaults until the topic's configs are applied (AdminManager.apply_topic_config).
+        self.min_insync_replicas = 1
+        self.replica_lag_time_max_ms = 30000
+        self.now_ms: Callable[[], float] = lambda: 0.0
+        # AlterPartition submitter, set by the ReplicaManager: (partition, proposed ISR, recovery state).
+        self.alter_partition: Optional[Callable[["Partition", list[int], int], None]] = None
+        self.on_high_watermark_change: Optional[Callable[["Partition"], None]] = None
         self._waiters: list[Future[Any]] = []
+        self.offline = False
+        # A restarted replica resumes from its checkpointed high watermark (0 without one): what
+        # it had beyond was never known to be committed.
+        log.update_high_watermark(high_watermark if high_watermark is not None else
+                                  (log.log_end_offset if is_leader else 0))
         self.producer_state = ProducerStateManager.load(log, f"{topic}-{index}")  # snapshot + log replay
+
+    # ---------------------------------------------------------------- offsets
+    @property
+    def is_leader(self) -> bool:
+        return self.leader_id == self.local_broker_id
+
+    @is_leader.setter
+    def is_leader(self, value: bool) -> None:  # single-broker callers (tests) set the role directly
+        self.leader_id = self.local_broker_id if value else None
+        if value and not self.isr:
+            self.isr = [self.local_broker_id]
+
+    @property
+    def high_watermark(self) -> int:
+        return self.log.high_watermark
+
+    @high_watermark.setter
+    def high_watermark(self, offset: int) -> None:
+        self.log.update_high_watermark(offset)
 
     @property
     def log_end_offset(self) -> int:
@@ -77,9 +203,69 @@ class Partition:
     def log_start_offset(self) -> int:
         return self.log.log_start_offset
 
-    async def append_records_to_leader(self, validated: ValidatedRecords) -> AppendInfo:
+    @property
+    def maximal_isr(self) -> list[int]:
+        return self.pending.maximal_isr if self.pending is not None else self.isr
+
+    # ---------------------------------------------------------------- role changes
+    def make_leader(self, state: PartitionState) -> bool:
+        """LeaderAndIsr made this broker leader; returns whether it was not leader before."""
+        is_new_leader = not self.is_leader
+        is_new_epoch = state.leader_epoch > self.leader_epoch or is_new_leader
+        self._update_assignment_and_isr(state.replicas, state.isr, state.leader_recovery_state)
+        if is_new_epoch:
+            start = self.log.log_end_offset
+            now = self.now_ms()
+            for r in self.remote_replicas.values():
+                r.reset_replica_state(now, start, is_new_leader, r.broker_id in state.isr)
+            self.leader_epoch = state.leader_epoch
+            self.leader_epoch_start_offset = start
+        self.partition_epoch = state.partition_epoch
+        self.leader_id = self.local_broker_id
+        self.pending = None
+        self.maybe_increment_leader_hw()
+        if state.leader_recovery_state == LEADER_RECOVERY_RECOVERING and self.alter_partition is not None:
+            # KIP-704: the unclean leader declares itself recovered (alone in the ISR) first.
+            self._propose([self.local_broker_id], [self.local_broker_id], LEADER_RECOVERY_RECOVERED)
+        self.wake_waiters()
+        return is_new_leader
+
+    def make_follower(self, state: PartitionState) -> bool:
+        """LeaderAndIsr made this broker a follower of state.leader; returns whether the
+        fetcher must (re)start (the leader epoch changed)."""
+        is_new_epoch = state.leader_epoch > self.leader_epoch or self.is_leader or self.leader_id is None
+        self.leader_id = state.leader
+        self.leader_epoch = state.leader_epoch
+        self.leader_epoch_start_offset = None
+        self.partition_epoch = state.partition_epoch
+        self.assignment = list(state.replicas)
+        self.isr = []
+        self.pending = None
+        self.remote_replicas = {}
+        self.leader_recovery_state = state.leader_recovery_state
+        self.wake_waiters()
+        return is_new_epoch
+
+    def _update_assignment_and_isr(self, replicas: list[int], isr: list[int], recovery: int) -> None:
+        self.assignment = list(replicas)
+        for b in list(self.remote_replicas):
+            if b not in replicas:
+                del self.remote_replicas[b]
+        for b in replicas:
+            if b != self.local_broker_id and b not in self.remote_replicas:
+                self.remote_replicas[b] = Replica(b)
+        self.isr = list(isr)
+        self.leader_recovery_state = recovery
+
+    # ---------------------------------------------------------------- appends
+    async def append_records_to_leader(self, validated: ValidatedRecords, required_acks: int = 1) -> AppendInfo:
         if not self.is_leader:
             raise AppendError(E.NOT_LEADER_OR_FOLLOWER, f"not the leader of {self.topic}-{self.index}")
+        if required_acks == -1 and len(self.isr) < self.min_insync_replicas:
+            raise AppendError(E.NOT_ENOUGH_REPLICAS,
+                              f"The size of the current ISR {sorted(self.isr)} is insufficient to satisfy the "
+                              f"min.isr requirement of {self.min_insync_replicas} for partition "
+                              f"{self.topic}-{self.index}")
         try:  # idempotence: a duplicate of one of a producer's last 5 batches answers its original offsets
             duplicate = self.producer_state.analyze_append(validated.headers, self.log.log_end_offset)
         except ProducerStateError as exc:
@@ -92,15 +278,125 @@ class Partition:
             # flush.messages reached: as in Kafka the flush happens inside the append, before the
             # high watermark moves, so no consumer reads what a power loss could take back.
             await self.log.flush()
-        self.high_watermark = self.log.log_end_offset  # ISR = {this broker}
+        self.maybe_increment_leader_hw()
         self.wake_waiters()
         return info
 
-    def read(self, offset: int, max_bytes: int, isolation_committed: bool) -> FileRecords:
+    async def append_records_to_follower(self, records: bytes, headers: list[tuple[int, BatchHeader]],
+                                         leader_high_watermark: int, leader_log_start_offset: int) -> None:
+        """The leader's batches, offsets and epochs as they are."""
+        if headers:
+            self.log.append_as_follower(records, headers)
+            self.producer_state.on_replicated_append(headers)
+            if self.log.needs_flush():
+                await self.log.flush()
+        if leader_log_start_offset > self.log.log_start_offset and hasattr(self.log, "delete_records"):
+            try:
+                self.log.delete_records(min(leader_log_start_offset, self.log.high_watermark))
+            except Exception:  # the leader's start is ahead of our high watermark: catch up first
+                pass
+        self.log.update_high_watermark(min(leader_high_watermark, self.log.log_end_offset))
+        self.wake_waiters()
+
+    def check_enough_replicas_reach_offset(self, required_offset: int) -> tuple[bool, int]:
+        """DelayedProduce's check: (done, error)."""
+        if not self.is_leader:
+            return True, E.NOT_LEADER_OR_FOLLOWER
+        if self.high_watermark >= required_offset:
+            if len(self.isr) >= self.min_insync_replicas:
+                return True, E.NONE
+            return True, E.NOT_ENOUGH_REPLICAS_AFTER_APPEND
+        return False, E.NONE
+
+    # ---------------------------------------------------------------- followers' fetches
+    def update_follower_fetch_state(self, replica_id: int, fetch_offset: int, log_start_offset: int,
+                                    leader_end_offset: int) -> None:
+        replica = self.remote_replicas.get(replica_id)
+        if replica is None:
+            return
+        replica.update_fetch_state(fetch_offset, log_start_offset, self.now_ms(), leader_end_offset)
+        self.maybe_expand_isr(replica)
+        self.maybe_increment_leader_hw()
+
+    def maybe_increment_leader_hw(self) -> bool:
+        """HW = min log end offset over the leader and the maximal ISR, plus any follower caught
+        up enough to be about to join. An ISR member not heard from yet in this leader epoch
+        (unknown log end offset) holds it where it is. It only moves forward."""
+        if not self.is_leader:
+            return False
+        leo, now, old = self.log.log_end_offset, self.now_ms(), self.log.high_watermark
+        new_hw = leo
+        maximal = set(self.maximal_isr)
+        for r in self.remote_replicas.values():
+            known = r.log_end_offset != UNKNOWN_OFFSET
+            joining = (r.broker_id not in maximal and known and self._isr_eligible(r.broker_id)
+                       and r.is_caught_up(leo, now, self.replica_lag_time_max_ms))
+            if r.broker_id in maximal or joining:
+                new_hw = min(new_hw, r.log_end_offset if known else old)
+        if new_hw <= old:
+            return False
+        self.log.update_high_watermark(new_hw)
+        if self.on_high_watermark_change is not None:
+            self.on_high_watermark_change(self)
+        self.wake_waiters()
+        return True
+
+    def _isr_eligible(self, broker_id: int) -> bool:
+        return broker_id in self.assignment
+
+    def maybe_expand_isr(self, replica: Replica) -> None:
+        if self.pending is not None or replica.broker_id in self.isr or not self._isr_eligible(replica.broker_id):
+            return
+        if self.leader_recovery_state == LEADER_RECOVERY_RECOVERING:
+            return
+        start = self.leader_epoch_start_offset if self.leader_epoch_start_offset is not None else 0
+        if replica.log_end_offset >= self.high_watermark and replica.log_end_offset >= start:
+            new_isr = self.isr + [replica.broker_id]
+            self._propose(new_isr, new_isr, self.leader_recovery_state)
+
+    def maybe_shrink_isr(self) -> None:
+        """Called every replica.lag.time.max.ms / 2 (isr-expiration)."""
+        if not self.is_leader or self.pending is not None:
+            return
+        leo, now = self.log.log_end_offset, self.now_ms()
+        out = [b for b in self.isr if b != self.local_broker_id and
+               (self.remote_replicas.get(b) is None or
+                not self.remote_replicas[b].is_caught_up(leo, now, self.replica_lag_time_max_ms))]
+        if out:
+            new_isr = [b for b in self.isr if b not in out]
+            # The high watermark keeps waiting for the leaving replicas until the shrink commits.
+            self._propose(new_isr, list(self.isr), self.leader_recovery_state)
+
+    def _propose(self, isr: list[int], maximal: list[int], recovery: int) -> None:
+        if self.alter_partition is None:
+            return
+        self.pending = PendingIsrChange(isr, maximal, recovery)
+        self.alter_partition(self, isr, recovery)
+
+    def on_alter_partition_response(self, error: int, leader_epoch: int, isr: list[int], partition_epoch: int,
+                                    recovery: int) -> None:
+        """The controller's answer to our AlterPartition."""
+        if self.pending is None:
+            return
+        if error == E.NONE:
+            if leader_epoch != self.leader_epoch:
+                return  # a LeaderAndIsr overtook it: that one rules
+            self.isr, self.partition_epoch, self.leader_recovery_state = list(isr), partition_epoch, recovery
+            self.pending = None
+            self.maybe_increment_leader_hw()
+            self.wake_waiters()
+        elif error in (E.INELIGIBLE_REPLICA, E.OPERATION_NOT_ATTEMPTED):
+            self.pending = None  # the controller says it was not applied: back to the committed ISR
+        # UNKNOWN_TOPIC_OR_PARTITION, FENCED_LEADER_EPOCH, INVALID_UPDATE_VERSION: keep the
+        # pending state until the LeaderAndIsr the controller will send (Kafka does the same).
+
+    # ---------------------------------------------------------------- reads
+    def read(self, offset: int, max_bytes: int, isolation_committed: bool, max_offset: Optional[int] = None) -> FileRecords:
         # Without transactions the last stable offset equals the high watermark.
+        limit = self.high_watermark if max_offset is None else max_offset
         # File regions, not bytes: the socket server sends them with sendfile (Kafka's
         # FileRecords), so fetched data goes from the page cache to the socket.
-        return self.log.read_records(offset, max_bytes, max_offset=self.high_watermark)
+        return self.log.read_records(offset, max_bytes, max_offset=limit)
 
     def add_waiter(self, fut: Future[Any]) -> None:
         self._waiters.append(fut)
@@ -108,7 +404,8 @@ class Partition:
     def wake_waiters(self) -> None:
         waiters, self._waiters = self._waiters, []
         for fut in waiters:
-            fut.set_result(None)
+            if not fut.done():
+                fut.set_result(None)
 
     def remove_waiter(self, fut: Future[Any]) -> None:
         if fut in self._waiters:
@@ -116,3 +413,38 @@ class Partition:
 
     def offset_for_timestamp(self, timestamp: int) -> Optional[tuple[int, int]]:
         return self.log.offset_for_timestamp(timestamp)
+
+    def last_offset_for_leader_epoch(self, current_leader_epoch: int, leader_epoch: int) -> tuple[int, int, int]:
+        """OffsetForLeaderEpoch on the leader: (error, epoch, end offset) — the largest epoch
+        <= the requested one this log knows and where it ends (Kafka's
+        LeaderEpochFileCache.endOffsetFor). A follower asking with an epoch this leader does
+        not know yet gets UNKNOWN_LEADER_EPOCH and asks again (KIP-279)."""
+        if not self.is_leader:
+            return E.NOT_LEADER_OR_FOLLOWER, -1, -1
+        if current_leader_epoch != -1 and current_leader_epoch < self.leader_epoch:
+            return E.FENCED_LEADER_EPOCH, -1, -1
+        if current_leader_epoch != -1 and current_leader_epoch > self.leader_epoch:
+            return E.UNKNOWN_LEADER_EPOCH, -1, -1
+        entries = list(self.log.leader_epoch_cache.entries)
+        if self.leader_epoch > (entries[-1][0] if entries else -1):
+            # An epoch the cache has not recorded yet begins at the log end (make_leader records
+            # it before any append of the epoch).
+            entries.append((self.leader_epoch, self.log.log_end_offset))
+        epoch, end = end_offset_for(entries, leader_epoch, self.log.log_end_offset)
+        return E.NONE, epoch, end
+
+
+def end_offset_for(entries: list[tuple[int, int]], requested: int, log_end_offset: int) -> tuple[int, int]:
+    """LeaderEpochFileCache.endOffsetFor over (epoch, start offset) entries: the largest epoch
+    <= requested and the start of the next one (the log end for the latest epoch)."""
+    if requested < 0 or not entries:
+        return -1, -1
+    if requested == entries[-1][0]:
+        return requested, log_end_offset
+    later = [e for e in entries if e[0] > requested]
+    earlier = [e for e in entries if e[0] <= requested]
+    if not later:
+        return -1, -1
+    if not earlier:
+        return requested, later[0][1]
+    return earlier[-1][0], later[0][1]

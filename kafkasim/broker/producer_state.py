@@ -349,6 +349,17 @@ class ProducerStateManager:
         self._pending = {}
         self.last_map_offset = info.last_offset + 1
 
+    def on_replicated_append(self, headers: list[tuple[int, BatchHeader]]) -> None:
+        """A follower appended the leader's batches (AppendOrigin.REPLICATION): record them
+        without checks, so the state is there should this replica become leader."""
+        self._maybe_snapshot_on_roll()
+        for _, h in headers:
+            if h.has_producer_id and not h.is_control:
+                info = ProducerAppendInfo(self.partition, self._entry(h.producer_id))
+                info.append_data_batch(h, h.base_offset, validate=False)
+                self._commit(info)
+            self.last_map_offset = h.next_offset
+
     def _maybe_snapshot_on_roll(self) -> None:
         base = self._active_segment_base()
         if base != self._segment_base:

@@ -35,6 +35,7 @@ class ClientCluster:
         self.brokers: dict[int, tuple[str, int]] = {}
         self.leaders: dict[tuple[str, int], PartitionLeader] = {}
         self.partition_counts: dict[str, int] = {}
+        self.controller_id = -1
         self._conns: dict[tuple[str, int], BrokerConnection] = {}
 
     async def connection(self, host: str, port: int) -> BrokerConnection:
@@ -66,6 +67,7 @@ class ClientCluster:
                               allow_auto_topic_creation=allow_auto_create)
         resp = await self.rt.wait_for(conn.request(req), self.request_timeout_ms)
         self.brokers = {b.node_id: (b.host, b.port) for b in resp.brokers}
+        self.controller_id = resp.controller_id
         errors = {}
         for t in resp.topics:
             errors[t.name] = t.error_code
@@ -89,14 +91,35 @@ class ClientCluster:
             await self.rt.sleep(backoff_ms)
         raise NetworkError(f"topic {topic} has no leaders after {attempts} attempts")
 
-    async def create_topic(self, topic: str, partitions: int, replication_factor: int) -> int:
-        conn = await self.any_connection()
-        T = CreateTopicsRequest.CreatableTopic
-        req = CreateTopicsRequest(topics=[T(name=topic, num_partitions=partitions,
-                                            replication_factor=replication_factor, assignments=[], configs=[])],
-                                  timeout_ms=int(self.request_timeout_ms), validate_only=False)
-        resp = await self.rt.wait_for(conn.request(req), self.request_timeout_ms)
-        return int(resp.topics[0].error_code)
+    async def create_topic(self, topic: str, partitions: int, replication_factor: int,
+                           configs: Optional[dict[str, str]] = None) -> int:
+        """CreateTopics to the controller (a ZooKeeper-mode broker that is not the controller
+        answers NOT_CONTROLLER; then metadata is refreshed and the request goes again)."""
+        code = E.NOT_CONTROLLER
+        for _ in range(3):
+            conn = await self._controller_connection()
+            T = CreateTopicsRequest.CreatableTopic
+            C = T.CreatableTopicConfig
+            req = CreateTopicsRequest(topics=[T(name=topic, num_partitions=partitions,
+                                                replication_factor=replication_factor, assignments=[],
+                                                configs=[C(name=k, value=v) for k, v in sorted((configs or {}).items())])],
+                                      timeout_ms=int(self.request_timeout_ms), validate_only=False)
+            resp = await self.rt.wait_for(conn.request(req), self.request_timeout_ms)
+            code = int(resp.topics[0].error_code)
+            if code != E.NOT_CONTROLLER:
+                return code
+            self.controller_id = -1
+        return code
+
+    async def _controller_connection(self) -> BrokerConnection:
+        if self.controller_id < 0 or self.controller_id not in self.brokers:
+            try:
+                await self.refresh_metadata([], allow_auto_create=False)
+            except (NetworkError, RuntimeTimeout):
+                pass
+        if self.controller_id in self.brokers:
+            return await self.broker_connection(self.controller_id)
+        return await self.any_connection()
 
     def close(self) -> None:
         for conn in self._conns.values():

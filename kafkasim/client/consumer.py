@@ -79,7 +79,11 @@ class Consumer:
 
     async def poll(self) -> list[ConsumedRecord]:
         """One round of fetches (long-polling up to fetch.max.wait.ms); records in offset order
-        per partition."""
+        per partition. A leader that fails (unreachable, or an error such as
+        NOT_LEADER_OR_FOLLOWER) does not cost the records the other leaders returned: their
+        positions already moved past them."""
+        out: list[ConsumedRecord] = []
+        stale = False
         try:
             for tp, pos in list(self.positions.items()):
                 if pos is None:
@@ -87,19 +91,26 @@ class Consumer:
             by_leader: dict[int, list[tuple[str, int]]] = {}
             for tp in self.positions:
                 by_leader.setdefault(self.cluster.leaders[tp].leader, []).append(tp)
-            out: list[ConsumedRecord] = []
-            for leader, tps in sorted(by_leader.items()):
-                out += await self._fetch_from(leader, tps)
-            return out
         except (NetworkError, RuntimeTimeout, KeyError):
+            by_leader, stale = {}, True
+        for leader, tps in sorted(by_leader.items()):
+            try:
+                records, errors = await self._fetch_from(leader, tps)
+                out += records
+                stale = stale or errors
+            except (NetworkError, RuntimeTimeout, KeyError):
+                stale = True
+        if stale:
             await self.rt.sleep(100)
             try:
                 await self.cluster.refresh_metadata(sorted({t for t, _ in self.positions}), allow_auto_create=False)
             except (NetworkError, RuntimeTimeout):
                 pass
-            return []
+        return out
 
-    async def _fetch_from(self, leader: int, tps: list[tuple[str, int]]) -> list[ConsumedRecord]:
+    async def _fetch_from(self, leader: int, tps: list[tuple[str, int]]) -> tuple[list[ConsumedRecord], bool]:
+        """Records from one leader, and whether some partition answered an error (the leader
+        moved: metadata must be refreshed)."""
         conn = await self.cluster.broker_connection(leader)
         topics: dict[str, list[FetchRequest.FetchTopic.FetchPartition]] = {}
         for topic, p in tps:
@@ -113,10 +124,12 @@ class Consumer:
         resp = await self.rt.wait_for(conn.request(req),
                                       self.config.request_timeout_ms + self.config.fetch_max_wait_ms)
         out: list[ConsumedRecord] = []
+        errors = False
         for t in resp.responses:
             for p in t.partitions:
                 out += self._handle_partition(t.topic, p)
-        return out
+                errors = errors or p.error_code not in (E.NONE, E.OFFSET_OUT_OF_RANGE)
+        return out, errors
 
     def _handle_partition(self, topic: str, p: object) -> list[ConsumedRecord]:
         tp = (topic, p.partition_index)  # type: ignore[attr-defined]

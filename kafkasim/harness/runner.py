@@ -12,10 +12,11 @@ from dataclasses import dataclass
 from typing import Any, Optional
 
 from kafkasim.broker.config import BrokerConfig
-from kafkasim.broker.server import KafkaServer
 from kafkasim.client.cluster import ClientCluster
+from kafkasim.cluster.sim_cluster import SimCluster, is_role_target
 from kafkasim.harness.checkers import Anomaly, CheckResult, check_all
 from kafkasim.harness.faults import Fault
+from kafkasim.harness.godseye import check_replicas, failover_times
 from kafkasim.harness.scenario import Scenario
 from kafkasim.harness.workload import History, run_consumer, run_producer
 from kafkasim.protocol import errors as E
@@ -47,18 +48,13 @@ def _broker_config(scenario: Scenario, broker_id: int, host: str) -> BrokerConfi
     return cfg
 
 
-def start_broker(world: SimWorld, scenario: Scenario, name: str) -> None:
-    node = world.nodes[name]
-    server = KafkaServer(node.runtime, _broker_config(scenario, int(name.split("-")[1]), name))
-    node.runtime.spawn(server.startup(), name="broker startup")
-
-
-def build_world(scenario: Scenario, seed: int, trace_out: Any, history: History) -> tuple[SimWorld, list[Any]]:
+def build_world(scenario: Scenario, seed: int, trace_out: Any, history: History
+                ) -> tuple[SimWorld, list[Any], SimCluster]:
     world = SimWorld(seed, trace_out, latency_ms=scenario.latency_ms)
+    cluster = SimCluster(world, lambda broker_id, host: _broker_config(scenario, broker_id, host))
     for i in range(scenario.brokers):
-        world.add_node(f"broker-{i}")
-        start_broker(world, scenario, f"broker-{i}")
-    bootstrap = ",".join(f"broker-{i}:{BROKER_PORT}" for i in range(scenario.brokers))
+        cluster.add_broker(i)
+    bootstrap = cluster.bootstrap
     ready = world.kernel.future()
     admin = world.add_node("admin")
     admin.runtime.spawn(_create_topics(admin.runtime, bootstrap, scenario, ready), name="create topics")
@@ -73,7 +69,7 @@ def build_world(scenario: Scenario, seed: int, trace_out: Any, history: History)
         finals.append(node.runtime.spawn(_after(ready, run_consumer(
             node.runtime, bootstrap, topic, scenario.consumer, node.name, history, scenario.producer.count)),
             name="consumer"))
-    return world, finals
+    return world, finals, cluster
 
 
 async def _after(ready: Any, coro: Any) -> Any:
@@ -86,7 +82,7 @@ async def _create_topics(rt: Any, bootstrap: str, scenario: Scenario, ready: Any
     for t in scenario.topics:
         for _ in range(100):
             try:
-                code = await cluster.create_topic(t.name, t.partitions, t.replication_factor)
+                code = await cluster.create_topic(t.name, t.partitions, t.replication_factor, t.config)
                 if code in (E.NONE, E.TOPIC_ALREADY_EXISTS):
                     break
             except Exception:  # broker not up yet: connection refused or timed out
@@ -97,38 +93,59 @@ async def _create_topics(rt: Any, bootstrap: str, scenario: Scenario, ready: Any
     ready.set_result(None)
 
 
-def apply_fault(world: SimWorld, scenario: Scenario, fault: Fault) -> None:
-    world.emit("harness", "fault", fault.describe())
+def apply_fault(world: SimWorld, cluster: SimCluster, fault: Fault) -> None:
+    """Inject one fault; role targets ("controller", "leader:<t>-<p>") resolve now."""
+    def names(targets: list[str]) -> list[str]:
+        out = []
+        for t in targets:
+            name = cluster.resolve(t)
+            if name is None:
+                world.emit("harness", "fault_target_unresolved", {"target": t})
+            else:
+                out.append(name)
+        return out
+
+    desc = fault.describe()
+    if fault.kind in ("crash", "restart"):
+        desc["resolved"] = ",".join(names(fault.targets))
+    world.emit("harness", "fault", desc)
     if fault.kind == "crash":
-        for name in fault.targets:
+        for name in names(fault.targets):
             if fault.disk_modes:  # restrict the power loss to these SimDisk crash modes
                 world.nodes[name].disk.crash_modes = tuple(fault.disk_modes)
             world.nodes[name].crash(fault.mode)
     elif fault.kind == "restart":
-        for name in fault.targets:
-            node = world.nodes[name]
-            if node.alive:
-                continue
-            node.restart()
-            if name.startswith("broker-"):
-                start_broker(world, scenario, name)
+        for name in names(fault.targets):
+            if name in cluster.servers:
+                cluster.restart(name)
+            else:
+                _restart_plain(world, name)
     elif fault.kind == "partition":
-        world.net.partition(fault.sides[0], fault.sides[1])
+        world.net.partition(names(fault.sides[0]), names(fault.sides[1]))
     elif fault.kind == "block":
-        world.net.block(fault.src, fault.dst)
+        world.net.block(*names([fault.src, fault.dst]))
     elif fault.kind == "clog":
-        world.net.clog(fault.src, fault.dst, fault.extra_ms)
+        src, dst = names([fault.src, fault.dst])
+        world.net.clog(src, dst, fault.extra_ms)
     elif fault.kind == "heal":
         world.net.heal()
 
 
-def schedule_faults(world: SimWorld, scenario: Scenario) -> None:
-    for name in sorted({n for f in scenario.faults for n in f.targets}):
-        if name not in world.nodes:
+def _restart_plain(world: SimWorld, name: str) -> None:
+    node = world.nodes[name]
+    if not node.alive:
+        node.restart()
+
+
+def schedule_faults(world: SimWorld, scenario: Scenario, cluster: SimCluster) -> None:
+    named = {n for f in scenario.faults for n in f.targets + [x for side in f.sides for x in side]
+             + [f.src, f.dst] if n}
+    for name in sorted(named):
+        if name not in world.nodes and name != world.zookeeper.host and not is_role_target(name):
             raise ValueError(f"{scenario.path}: fault targets unknown node {name!r} (nodes: {sorted(world.nodes)})")
     harness = Owner("harness")
     for fault in scenario.faults:
-        world.kernel.call_later(harness, fault.at_ms, lambda f=fault: apply_fault(world, scenario, f))
+        world.kernel.call_later(harness, fault.at_ms, lambda f=fault: apply_fault(world, cluster, f))
 
 
 def run_scenario(scenario: Scenario, seed: int, out_dir: Optional[str] = None) -> RunResult:
@@ -139,16 +156,17 @@ def run_scenario(scenario: Scenario, seed: int, out_dir: Optional[str] = None) -
     last_fault_ms = max((f.at_ms for f in scenario.faults), default=0.0)
     deadline = min(scenario.duration_ms, last_fault_ms + scenario.liveness_ms)
     with open(os.path.join(out_dir, "trace.jsonl"), "w") as trace_out:
-        world, finals = build_world(scenario, seed, trace_out, history)
-        schedule_faults(world, scenario)
+        world, finals, cluster = build_world(scenario, seed, trace_out, history)
+        schedule_faults(world, scenario, cluster)
         while world.now_ms() < deadline and not all(t.done() for t in finals):
             world.run(min(world.now_ms() + STEP_MS, deadline))
         completed = all(t.done() for t in finals)
-        results = check_all(history)
+        results = check_all(history) + check_replicas(cluster)
         world.emit("harness", "run_end", {"completed": completed, "sends": len(history.sends),
                                           "polls": len(history.polls)})
     wall = wall_seconds() - wall_start
     run = _run_json(scenario, seed, world, history, results, completed, wall, deadline)
+    run["stats"]["failovers"] = failover_times(os.path.join(out_dir, "trace.jsonl"))
     with open(os.path.join(out_dir, "run.json"), "w") as f:
         json.dump(run, f, indent=2, sort_keys=True)
     return RunResult(run, out_dir)

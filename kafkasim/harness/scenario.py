@@ -10,7 +10,8 @@ from typing import Any
 from kafkasim.harness.faults import Fault, parse_faults
 
 ANOMALY_KINDS = ("lost-write", "duplicate", "reorder", "inconsistent-offsets", "poll-skip",
-                 "nonmonotonic-poll", "unseen", "task-error", "liveness")
+                 "nonmonotonic-poll", "unseen", "task-error", "liveness", "replica-divergence",
+                 "isr-behind-high-watermark")
 
 
 class ScenarioError(ValueError):
@@ -22,6 +23,7 @@ class TopicSpec:
     name: str
     partitions: int = 1
     replication_factor: int = 1
+    config: dict[str, str] = field(default_factory=dict)   # topic configs, e.g. min.insync.replicas
 
 
 @dataclass
@@ -131,9 +133,12 @@ def parse_scenario(path: str, raw: dict[str, Any]) -> Scenario:
     topics = root.get("topics", list, [], "an array of tables [[topics]]")
     for i, t in enumerate(topics):
         tr = _Reader(path, t, f"topics[{i}]")
-        tr.unknown({"name", "partitions", "replication_factor"})
+        tr.unknown({"name", "partitions", "replication_factor", "config"})
+        config = tr.get("config", dict, {}, "a table of topic configs")
         s.topics.append(TopicSpec(tr.get("name", str, None, "a topic name") or "",
-                                  tr.positive("partitions", 1), tr.positive("replication_factor", 1)))
+                                  tr.positive("partitions", 1), tr.positive("replication_factor", 1),
+                                  {str(k): str(v).lower() if isinstance(v, bool) else str(v)
+                                   for k, v in config.items()}))
         if not s.topics[-1].name:
             raise tr.fail("name", "a topic name")
     if not s.topics:

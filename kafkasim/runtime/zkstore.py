@@ -90,21 +90,29 @@ class ZkStore:
         if path not in self.nodes:
             raise NoNodeError(path)
         if watch is not None:
-            self._data_watches.setdefault(path, []).append((sid, watch))
+            self._add_watch(self._data_watches, path, sid, watch)
         return self.nodes[path].data, self.stat(path)
 
     def exists(self, sid: int, path: str, watch: Optional[Watcher]) -> Optional[ZStat]:
         _check_path(path)
         if watch is not None:
-            self._data_watches.setdefault(path, []).append((sid, watch))
+            self._add_watch(self._data_watches, path, sid, watch)
         return self.stat(path) if path in self.nodes else None
 
     def get_children(self, sid: int, path: str, watch: Optional[Watcher]) -> list[str]:
         if path not in self.nodes:
             raise NoNodeError(path)
         if watch is not None:
-            self._child_watches.setdefault(path, []).append((sid, watch))
+            self._add_watch(self._child_watches, path, sid, watch)
         return sorted(self.nodes[path].children)
+
+    @staticmethod
+    def _add_watch(table: dict[str, list[tuple[int, Watcher]]], path: str, sid: int, watch: Watcher) -> None:
+        """One registration per (session, watcher, path, kind), as ZooKeeper keeps its watches
+        in sets: setting the same watch again before it fires does not make it fire twice."""
+        entries = table.setdefault(path, [])
+        if (sid, watch) not in entries:
+            entries.append((sid, watch))
 
     # -- writes
     def create(self, sid: int, path: str, data: bytes, ephemeral: bool, sequential: bool,

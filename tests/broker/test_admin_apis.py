@@ -335,8 +335,14 @@ def test_delete_topics_removes_znodes_logs_and_metadata() -> None:
                                                          S(name="c", topic_id=bytes(16))],
                                                  timeout_ms=5000))
         zk = servers["broker"].zk
-        left = [p for p in ("/brokers/topics/a", "/config/topics/a", "/admin/delete_topics/a", "/brokers/topics/b")
-                if await zk.exists(p) is not None]
+        paths = ("/brokers/topics/a", "/config/topics/a", "/admin/delete_topics/a", "/brokers/topics/b")
+        # The answer comes when the topics left the metadata cache; the controller finishes the
+        # deletion (StopReplica, then the znodes) right after, as Kafka's TopicDeletionManager does.
+        for _ in range(100):
+            left = [p for p in paths if await zk.exists(p) is not None]
+            if not left:
+                break
+            await rt.sleep(50)
         after = (fs.exists("logs/a-0"), fs.exists("logs/b-0"))
         assert await w.create_topic("a") == 0
         leo = await w.log_end_offset("a")
@@ -360,6 +366,10 @@ def test_a_deletion_interrupted_by_a_crash_finishes_at_startup() -> None:
         await servers["broker"].zk.create("/admin/delete_topics/t", b"")  # marked, then the crash
         w = await _restart_broker_without_topic(world, rt, servers)
         zk = servers["broker"].zk
+        for _ in range(100):  # the new controller resumes the deletion at failover
+            if await zk.exists("/admin/delete_topics/t") is None:
+                break
+            await rt.sleep(50)
         return (await zk.exists("/brokers/topics/t"), await zk.exists("/admin/delete_topics/t"),
                 servers["broker"].rt.fs.exists("logs/t-0"), servers["broker"].metadata_cache.topic("t"))
 

@@ -38,6 +38,10 @@ def test_offsets_survive_broker_kill_and_group_resumes(tmp_path: Path, zookeeper
                 c.commit(message=m, asynchronous=False)  # acknowledged = appended to the log
         c.close()
         assert consumed == 4 * TOPIC_PARTITIONS
+        # LeaveGroup is answered before the group's (now Empty) metadata record is appended; a
+        # kill in that window restarts the group as Stable with the departed member, and a new
+        # member then waits out its session. Give the broker a moment to write it.
+        time.sleep(1.0)
     finally:
         broker.proc.kill()   # kill -9: no shutdown code runs
         broker.proc.wait(timeout=10)

@@ -1,0 +1,128 @@
+"""AlterPartitionManager: a leader's ISR changes, sent to the controller (Kafka's
+DefaultAlterPartitionManager, what a 3.9 broker in ZooKeeper mode uses with
+inter.broker.protocol.version 3.9; brokers with IBP < 2.7 wrote the state znode themselves and
+announced it under /isr_change_notification instead).
+
+Proposals are batched: at most one AlterPartition (v3) is in flight; what is submitted
+meanwhile goes in the next one. The controller is the one the metadata cache names (from
+UpdateMetadata). A request-level failure (no controller known, NOT_CONTROLLER,
+STALE_BROKER_EPOCH, a lost connection) is retried after a backoff; per-partition answers go to
+the partitions (Partition.on_alter_partition_response).
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any, Optional
+
+from kafkasim.broker import zk_data as Z
+from kafkasim.broker.network_client import NetworkClient
+from kafkasim.protocol import errors as E
+from kafkasim.protocol.messages.alter_partition import AlterPartitionRequest
+from kafkasim.runtime.api import Future, NetworkError, RuntimeTimeout, Task
+
+if TYPE_CHECKING:
+    from kafkasim.broker.partition import Partition
+    from kafkasim.broker.replica_manager import ReplicaManager
+
+ALTER_PARTITION_VERSION = 3
+RETRY_BACKOFF_MS = 100.0
+
+TopicPartition = tuple[str, int]
+
+
+class AlterPartitionManager:
+    def __init__(self, rm: "ReplicaManager") -> None:
+        self.rm = rm
+        self.rt = rm.rt
+        self.unsent: dict[TopicPartition, tuple["Partition", list[int], int]] = {}
+        self._wakeup: Optional[Future[Any]] = None
+        self._task: Optional[Task] = None
+        self._client: Optional[NetworkClient] = None
+        self._client_for: Optional[tuple[int, str, int]] = None
+
+    def start(self) -> None:
+        self._task = self.rt.spawn(self._run(), name="alter-partition-manager")
+
+    def shutdown(self) -> None:
+        if self._task is not None:
+            self._task.cancel()
+        if self._client is not None:
+            self._client.close()
+
+    def submit(self, partition: "Partition", isr: list[int], leader_recovery_state: int) -> None:
+        self.unsent[(partition.topic, partition.index)] = (partition, list(isr), leader_recovery_state)
+        if self._wakeup is not None and not self._wakeup.done():
+            self._wakeup.set_result(None)
+
+    async def _run(self) -> None:
+        while True:
+            if not self.unsent:
+                self._wakeup = self.rt.future()
+                await self._wakeup
+                continue
+            batch, self.unsent = self.unsent, {}
+            ok = await self._send(batch)
+            if not ok:
+                for tp, item in batch.items():
+                    self.unsent.setdefault(tp, item)  # newer proposals win
+                await self.rt.sleep(RETRY_BACKOFF_MS)
+
+    def _controller(self) -> Optional[Z.BrokerInfo]:
+        cache = self.rm.metadata
+        if cache is None or cache.controller_id < 0:
+            return None
+        return cache.brokers.get(cache.controller_id)
+
+    async def _connection(self, controller: Z.BrokerInfo) -> NetworkClient:
+        key = (controller.broker_id, controller.host, controller.port)
+        if self._client is None or self._client.closed or self._client_for != key:
+            if self._client is not None:
+                self._client.close()
+            self._client = NetworkClient(self.rt, controller.host, controller.port,
+                                         f"broker-{self.rm.broker_id}-alter-partition")
+            self._client_for = key
+            await self._client.connect(self.rm.replication.request_timeout_ms)
+        return self._client
+
+    async def _send(self, batch: dict[TopicPartition, tuple["Partition", list[int], int]]) -> bool:
+        """Returns False to retry the whole batch."""
+        live = {tp: item for tp, item in batch.items() if item[0].is_leader and item[0].pending is not None}
+        if not live:
+            return True
+        controller = self._controller()
+        if controller is None:
+            return False
+        T = AlterPartitionRequest.TopicData
+        P = T.PartitionData
+        by_topic: dict[str, list[Any]] = {}
+        for (topic, index), (p, isr, recovery) in sorted(live.items()):
+            by_topic.setdefault(topic, []).append(P(
+                partition_index=index, leader_epoch=p.leader_epoch, leader_recovery_state=recovery,
+                partition_epoch=p.partition_epoch,
+                new_isr_with_epochs=[P.BrokerState(broker_id=b, broker_epoch=-1) for b in isr]))
+        ids = {t: (self.rm.topic_ids.get(t) or bytes(16)) for t in by_topic}
+        req = AlterPartitionRequest(broker_id=self.rm.broker_id, broker_epoch=self.rm.broker_epoch,
+                                    topics=[T(topic_name=t, topic_id=ids[t], partitions=ps) for t, ps in by_topic.items()])
+        try:
+            conn = await self._connection(controller)
+            resp = await conn.send(req, ALTER_PARTITION_VERSION, self.rm.replication.request_timeout_ms)
+        except (NetworkError, RuntimeTimeout):
+            if self._client is not None:
+                self._client.close()
+            return False
+        if resp.error_code != E.NONE:
+            self.rt.trace("alter_partition_failed", error=resp.error_code, controller=controller.broker_id)
+            return False
+        names = {tid: t for t, tid in ids.items()}
+        for topic in resp.topics:
+            name = names.get(topic.topic_id, topic.topic_name)
+            for r in topic.partitions:
+                item = live.get((name, r.partition_index))
+                if item is None:
+                    continue
+                p = item[0]
+                self.rt.trace("alter_partition_response", topic=name, partition=r.partition_index, error=r.error_code,
+                              isr=list(r.isr), leader_epoch=r.leader_epoch, partition_epoch=r.partition_epoch)
+                p.on_alter_partition_response(r.error_code, r.leader_epoch, list(r.isr), r.partition_epoch,
+                                              r.leader_recovery_state)
+        return True

@@ -1,0 +1,78 @@
+"""ControllerEventManager: the controller's single event thread. ZooKeeper watches, broker
+responses and API requests only enqueue events; one task processes them in arrival order, so
+the controller's state is never touched by two things at once (Kafka's design, which makes the
+state machines race-free without locks).
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from dataclasses import dataclass
+from typing import Any, Awaitable, Callable, Optional
+
+from kafkasim.runtime.api import Future, NodeRuntime, Task
+
+EventBody = Callable[[], Awaitable[Any]]
+
+
+@dataclass
+class ControllerEvent:
+    name: str
+    body: EventBody
+    done: Optional[Future[Any]] = None  # set for events whose caller waits (API requests)
+
+
+class ControllerEventManager:
+    def __init__(self, rt: NodeRuntime, on_error: Callable[[ControllerEvent, Exception], Awaitable[None]]) -> None:
+        self.rt = rt
+        self.on_error = on_error
+        self.queue: deque[ControllerEvent] = deque()
+        self._wakeup: Optional[Future[Any]] = None
+        self._task: Optional[Task] = None
+        self.processed = 0
+
+    def start(self) -> None:
+        self._task = self.rt.spawn(self._run(), name="controller-event-thread")
+
+    def stop(self) -> None:
+        if self._task is not None:
+            self._task.cancel()
+        for ev in self.queue:
+            if ev.done is not None and not ev.done.done():
+                ev.done.set_exception(RuntimeError("controller shutting down"))
+        self.queue.clear()
+
+    def put(self, name: str, body: EventBody) -> ControllerEvent:
+        ev = ControllerEvent(name, body)
+        self._enqueue(ev)
+        return ev
+
+    async def put_and_wait(self, name: str, body: EventBody) -> Any:
+        """Enqueue and wait for the event's result (an API request the controller answers)."""
+        ev = ControllerEvent(name, body, self.rt.future())
+        self._enqueue(ev)
+        assert ev.done is not None
+        return await ev.done
+
+    def _enqueue(self, ev: ControllerEvent) -> None:
+        self.queue.append(ev)
+        if self._wakeup is not None and not self._wakeup.done():
+            self._wakeup.set_result(None)
+
+    async def _run(self) -> None:
+        while True:
+            if not self.queue:
+                self._wakeup = self.rt.future()
+                await self._wakeup
+                continue
+            ev = self.queue.popleft()
+            try:
+                result = await ev.body()
+            except Exception as exc:  # the controller survives one bad event, as Kafka's does
+                await self.on_error(ev, exc)
+                if ev.done is not None and not ev.done.done():
+                    ev.done.set_exception(exc)
+            else:
+                if ev.done is not None and not ev.done.done():
+                    ev.done.set_result(result)
+            self.processed += 1

@@ -1,0 +1,395 @@
+"""ReplicaFetcherManager and ReplicaFetcherThread: followers copy their leaders' logs (Kafka's
+kafka.server.ReplicaFetcherThread / AbstractFetcherThread, num.replica.fetchers = 1: one thread
+per leader broker).
+
+A partition added to a fetcher starts *Truncating*: before fetching, the follower asks the
+leader with OffsetForLeaderEpoch (v4, replica_id = this broker) where its latest leader epoch
+ends, and truncates what lies beyond (KIP-101). The leader answers with the largest epoch
+<= the one asked about it knows and where that epoch ends; when that epoch is not the one the
+follower asked about, the follower truncates to where *its* epoch ends and asks again — so two
+replicas never keep different records at the same offset after any sequence of failovers; a
+leader that does not know the follower's current leader epoch yet answers UNKNOWN_LEADER_EPOCH
+and the follower asks again later (KIP-279). A follower with no epochs at all truncates to its
+high watermark.
+
+Then *Fetching*: Fetch v12 (replica_id = this broker, the partition's current leader epoch,
+replica.fetch.wait.max.ms / min.bytes / max.bytes) from the follower's log end offset; the
+batches are appended as they are (offsets and epochs stamped by the leader) and the follower's
+high watermark becomes the leader's (capped by its log end offset). The leader learns the
+follower's position from the fetch offset itself.
+
+Errors: FENCED_LEADER_EPOCH — this fetcher's epoch is old, the partition leaves it until the
+next LeaderAndIsr; UNKNOWN_LEADER_EPOCH, NOT_LEADER_OR_FOLLOWER and the like — retry after
+replica.fetch.backoff.ms; OFFSET_OUT_OF_RANGE — the leader's log ends below our fetch offset
+(it was elected uncleanly) or starts above it (retention): truncate to its end / start over at
+its start.
+
+Note: Kafka 3.9 with Fetch v13+ lets a follower with epochs skip the OffsetForLeaderEpoch round
+and learn divergence from the fetch response ("truncation on fetch", KIP-595's
+diverging_epoch); both give the same logs. kafkasim runs the OffsetForLeaderEpoch protocol.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Optional
+
+from kafkasim.broker import zk_data as Z
+from kafkasim.broker.network_client import NetworkClient
+from kafkasim.protocol import errors as E
+from kafkasim.protocol.messages.fetch import FetchRequest
+from kafkasim.protocol.messages.list_offsets import ListOffsetsRequest
+from kafkasim.protocol.messages.offset_for_leader_epoch import OffsetForLeaderEpochRequest
+from kafkasim.records.batch import iter_batches
+from kafkasim.records.errors import CorruptRecordError
+from kafkasim.runtime.api import Future, NetworkError, NodeRuntime, RuntimeTimeout, Task
+from kafkasim.storage.log import KafkaStorageError
+
+if TYPE_CHECKING:
+    from kafkasim.broker.partition import Partition
+    from kafkasim.broker.replica_manager import ReplicaManager
+
+TopicPartition = tuple[str, int]
+FETCH_VERSION = 12
+OFFSET_FOR_LEADER_EPOCH_VERSION = 4
+LIST_OFFSETS_VERSION = 7
+UNDEFINED_EPOCH = -1
+UNDEFINED_EPOCH_OFFSET = -1
+EARLIEST_TIMESTAMP, LATEST_TIMESTAMP = -2, -1
+RETRIABLE = {E.UNKNOWN_LEADER_EPOCH, E.NOT_LEADER_OR_FOLLOWER, E.UNKNOWN_TOPIC_OR_PARTITION,
+             E.KAFKA_STORAGE_ERROR, E.REPLICA_NOT_AVAILABLE, E.UNKNOWN_SERVER_ERROR, E.OFFSET_NOT_AVAILABLE,
+             E.LEADER_NOT_AVAILABLE, E.REQUEST_TIMED_OUT}
+
+
+@dataclass
+class PartitionFetchState:
+    topic_id: bytes
+    fetch_offset: int
+    current_leader_epoch: int
+    truncating: bool = True
+    delayed_until_ms: float = 0.0
+
+
+class ReplicaFetcherThread:
+    def __init__(self, manager: "ReplicaFetcherManager", leader: Z.BrokerInfo) -> None:
+        self.manager = manager
+        self.rm = manager.rm
+        self.rt: NodeRuntime = manager.rm.rt
+        self.leader = leader
+        self.name = f"ReplicaFetcherThread-0-{leader.broker_id}"
+        self.partitions: dict[TopicPartition, PartitionFetchState] = {}
+        self.client: Optional[NetworkClient] = None
+        self._wakeup: Optional[Future[Any]] = None
+        self.task: Optional[Task] = None
+
+    # ---------------------------------------------------------------- membership
+    def add_partitions(self, states: dict[TopicPartition, PartitionFetchState]) -> None:
+        self.partitions.update(states)
+        if self._wakeup is not None and not self._wakeup.done():
+            self._wakeup.set_result(None)
+
+    def remove_partitions(self, tps: list[TopicPartition]) -> None:
+        for tp in tps:
+            self.partitions.pop(tp, None)
+
+    def start(self) -> None:
+        self.task = self.rt.spawn(self._run(), name=self.name)
+
+    def shutdown(self) -> None:
+        if self.task is not None:
+            self.task.cancel()
+        if self.client is not None:
+            self.client.close()
+
+    @property
+    def config(self) -> Any:
+        return self.rm.replication
+
+    # ---------------------------------------------------------------- the loop
+    async def _run(self) -> None:
+        while True:
+            if not self.partitions:
+                self._wakeup = self.rt.future()
+                await self._wakeup
+                continue
+            try:
+                await self._ensure_connected()
+                truncating = sorted(tp for tp, st in self.partitions.items() if st.truncating and self._ready(st))
+                if truncating:
+                    await self._truncate(truncating)
+                fetching = sorted(tp for tp, st in self.partitions.items() if not st.truncating and self._ready(st))
+                if fetching:
+                    await self._fetch(fetching)
+                elif not truncating:
+                    await self.rt.sleep(self._next_ready_in())
+            except (NetworkError, RuntimeTimeout) as exc:
+                self.rt.trace("replica_fetch_failed", leader=self.leader.broker_id, error=type(exc).__name__)
+                if self.client is not None:
+                    self.client.close()
+                self.client = None
+                await self.rt.sleep(self.config.replica_fetch_backoff_ms)
+
+    def _ready(self, st: PartitionFetchState) -> bool:
+        return st.delayed_until_ms <= self.rt.monotonic_ms()
+
+    def _next_ready_in(self) -> float:
+        now = self.rt.monotonic_ms()
+        waits = [st.delayed_until_ms - now for st in self.partitions.values()]
+        return max(1.0, min(waits, default=self.config.replica_fetch_backoff_ms))
+
+    def _delay(self, tp: TopicPartition) -> None:
+        st = self.partitions.get(tp)
+        if st is not None:
+            st.delayed_until_ms = self.rt.monotonic_ms() + self.config.replica_fetch_backoff_ms
+
+    async def _ensure_connected(self) -> None:
+        if self.client is None or self.client.closed:
+            self.client = NetworkClient(self.rt, self.leader.host, self.leader.port,
+                                        f"broker-{self.rm.broker_id}-fetcher-0")
+            await self.client.connect(self.config.replica_socket_timeout_ms)
+
+    def _partition(self, tp: TopicPartition) -> Optional["Partition"]:
+        p = self.rm.get_partition(*tp)
+        return None if p is None or p.offline else p
+
+    # ---------------------------------------------------------------- truncation (KIP-101/279)
+    async def _truncate(self, tps: list[TopicPartition]) -> None:
+        requests: dict[TopicPartition, int] = {}
+        for tp in tps:
+            p = self._partition(tp)
+            if p is None:
+                self.partitions.pop(tp, None)
+                continue
+            latest = p.log.leader_epoch_cache.latest_epoch
+            if latest == UNDEFINED_EPOCH:
+                # No epochs to compare: what is above the high watermark cannot be trusted.
+                await self._truncate_to(tp, p, p.high_watermark, "no leader epochs")
+                self._fetching_from(tp, p.log.log_end_offset)
+                continue
+            requests[tp] = latest
+        if not requests:
+            return
+        T = OffsetForLeaderEpochRequest.OffsetForLeaderTopic
+        by_topic: dict[str, list[Any]] = {}
+        for (t, part), epoch in sorted(requests.items()):
+            by_topic.setdefault(t, []).append(T.OffsetForLeaderPartition(
+                partition=part, current_leader_epoch=self.partitions[(t, part)].current_leader_epoch,
+                leader_epoch=epoch))
+        req = OffsetForLeaderEpochRequest(replica_id=self.rm.broker_id,
+                                          topics=[T(topic=t, partitions=ps) for t, ps in by_topic.items()])
+        assert self.client is not None
+        resp = await self.client.send(req, OFFSET_FOR_LEADER_EPOCH_VERSION, self.config.replica_socket_timeout_ms)
+        for topic in resp.topics:
+            for r in topic.partitions:
+                tp = (topic.topic, r.partition)
+                if tp in requests and tp in self.partitions:
+                    await self._on_epoch_end_offset(tp, requests[tp], r.error_code, r.leader_epoch, r.end_offset)
+
+    async def _on_epoch_end_offset(self, tp: TopicPartition, asked_epoch: int, error: int, leader_epoch: int,
+                                   end_offset: int) -> None:
+        p = self._partition(tp)
+        if p is None:
+            self.partitions.pop(tp, None)
+            return
+        if error == E.FENCED_LEADER_EPOCH:
+            self._fenced(tp)
+            return
+        if error != E.NONE:
+            self._delay(tp)  # UNKNOWN_LEADER_EPOCH (KIP-279): the leader is behind; ask again
+            return
+        leo = p.log.log_end_offset
+        if end_offset == UNDEFINED_EPOCH_OFFSET:
+            await self._truncate_to(tp, p, p.high_watermark, "leader knows no epoch <= ours")
+            self._fetching_from(tp, p.log.log_end_offset)
+            return
+        ours = p.log.leader_epoch_cache.end_offset_for(leader_epoch, leo)
+        if ours == (UNDEFINED_EPOCH, UNDEFINED_EPOCH_OFFSET):
+            await self._truncate_to(tp, p, min(end_offset, leo), "epoch unknown here")
+            self._fetching_from(tp, p.log.log_end_offset)
+        elif ours[0] != leader_epoch:
+            # We do not know the leader's epoch: cut to where our largest smaller epoch ends and
+            # ask again with the epoch that is then our latest.
+            await self._truncate_to(tp, p, min(ours[1], leo), "intermediate")
+        else:
+            await self._truncate_to(tp, p, min(ours[1], end_offset, leo), "diverged")
+            self._fetching_from(tp, p.log.log_end_offset)
+
+    async def _truncate_to(self, tp: TopicPartition, p: "Partition", offset: int, why: str) -> None:
+        before = p.log.log_end_offset
+        if offset >= before:
+            return
+        try:
+            await self.rm.truncate_partition(p, offset)
+        except KafkaStorageError:
+            self.rm.on_storage_error()
+            self.partitions.pop(tp, None)
+            return
+        self.rt.trace("follower_truncated", topic=tp[0], partition=tp[1], from_offset=before, to_offset=offset,
+                      leader=self.leader.broker_id, reason=why)
+
+    def _fetching_from(self, tp: TopicPartition, offset: int) -> None:
+        st = self.partitions.get(tp)
+        if st is not None:
+            st.truncating, st.fetch_offset = False, offset
+
+    def _fenced(self, tp: TopicPartition) -> None:
+        self.rt.trace("replica_fetch_fenced", topic=tp[0], partition=tp[1], leader=self.leader.broker_id)
+        self.partitions.pop(tp, None)
+
+    # ---------------------------------------------------------------- fetching
+    async def _fetch(self, tps: list[TopicPartition]) -> None:
+        cfg = self.config
+        F = FetchRequest.FetchTopic
+        by_topic: dict[str, list[Any]] = {}
+        sent: dict[TopicPartition, int] = {}
+        for tp in tps:
+            p = self._partition(tp)
+            st_or_none = self.partitions.get(tp)
+            if p is None or st_or_none is None:
+                self.partitions.pop(tp, None)
+                continue
+            st = st_or_none
+            st.fetch_offset = p.log.log_end_offset
+            sent[tp] = st.fetch_offset
+            by_topic.setdefault(tp[0], []).append(F.FetchPartition(
+                partition=tp[1], current_leader_epoch=st.current_leader_epoch, fetch_offset=st.fetch_offset,
+                last_fetched_epoch=-1, log_start_offset=p.log.log_start_offset,
+                partition_max_bytes=cfg.replica_fetch_max_bytes))
+        if not sent:
+            return
+        req = FetchRequest(replica_id=self.rm.broker_id, max_wait_ms=cfg.replica_fetch_wait_max_ms,
+                           min_bytes=cfg.replica_fetch_min_bytes, max_bytes=cfg.replica_fetch_response_max_bytes,
+                           isolation_level=0, session_id=0, session_epoch=-1,
+                           topics=[F(topic=t, partitions=ps) for t, ps in by_topic.items()],
+                           forgotten_topics_data=[], rack_id="")
+        assert self.client is not None
+        resp = await self.client.send(req, FETCH_VERSION,
+                                      cfg.replica_socket_timeout_ms + cfg.replica_fetch_wait_max_ms)
+        for topic in resp.responses:
+            for pd in topic.partitions:
+                tp = (topic.topic, pd.partition_index)
+                current = self.partitions.get(tp)
+                if current is None or current.truncating or sent.get(tp) != current.fetch_offset:
+                    continue  # removed or reset while the fetch was in flight
+                await self._process_partition_data(tp, current, pd)
+
+    async def _process_partition_data(self, tp: TopicPartition, st: PartitionFetchState, pd: Any) -> None:
+        p = self._partition(tp)
+        if p is None or p.leader_epoch != st.current_leader_epoch:
+            self.partitions.pop(tp, None)
+            return
+        code = pd.error_code
+        if code == E.NONE:
+            await self._append(tp, p, st, pd)
+        elif code == E.OFFSET_OUT_OF_RANGE:
+            await self._handle_out_of_range(tp, p, st)
+        elif code == E.FENCED_LEADER_EPOCH:
+            self._fenced(tp)
+        else:
+            self._delay(tp)
+
+    async def _append(self, tp: TopicPartition, p: "Partition", st: PartitionFetchState, pd: Any) -> None:
+        data = bytes(pd.records) if pd.records is not None else b""
+        headers: list[Any] = []
+        if data:
+            try:
+                it = iter_batches(data, validate=True)
+                headers = list(it)
+            except CorruptRecordError as exc:
+                self.rt.trace("replica_fetch_corrupt", topic=tp[0], partition=tp[1], error=str(exc))
+                self._delay(tp)
+                return
+            if it.partial:  # a trailing partial batch (max bytes cut it): keep the whole ones
+                data = data[:it.position]
+            if headers and headers[0][1].base_offset != st.fetch_offset:
+                # A batch that starts below the fetch offset (compaction, a longer first batch):
+                # keep only those at or above it, as the log requires.
+                keep = [(pos, h) for pos, h in headers if h.base_offset >= st.fetch_offset]
+                if not keep:
+                    headers = []
+                else:
+                    start = keep[0][0]
+                    data = data[start:]
+                    headers = [(pos - start, h) for pos, h in keep]
+        try:
+            await p.append_records_to_follower(data if headers else b"", headers, pd.high_watermark,
+                                               pd.log_start_offset)
+        except KafkaStorageError:
+            self.rm.on_storage_error()
+            self.partitions.pop(tp, None)
+            return
+        st.fetch_offset = p.log.log_end_offset
+
+    async def _handle_out_of_range(self, tp: TopicPartition, p: "Partition", st: PartitionFetchState) -> None:
+        """AbstractFetcherThread.fetchOffsetAndTruncate."""
+        leader_end = await self._leader_offset(tp, st, LATEST_TIMESTAMP)
+        if leader_end is None:
+            self._delay(tp)
+            return
+        leo = p.log.log_end_offset
+        if leader_end < leo:
+            # The leader's log is shorter: it was elected uncleanly. Match it.
+            await self._truncate_to(tp, p, leader_end, "leader log ends below ours (unclean election)")
+            st.fetch_offset = p.log.log_end_offset
+            return
+        leader_start = await self._leader_offset(tp, st, EARLIEST_TIMESTAMP)
+        if leader_start is None:
+            self._delay(tp)
+            return
+        if leader_start > leo:
+            await self.rm.truncate_partition_fully(p, leader_start)
+            self.rt.trace("follower_truncated", topic=tp[0], partition=tp[1], from_offset=leo, to_offset=leader_start,
+                          leader=self.leader.broker_id, reason="leader log starts above ours")
+        st.fetch_offset = p.log.log_end_offset
+
+    async def _leader_offset(self, tp: TopicPartition, st: PartitionFetchState, timestamp: int) -> Optional[int]:
+        T = ListOffsetsRequest.ListOffsetsTopic
+        req = ListOffsetsRequest(replica_id=self.rm.broker_id, isolation_level=0, topics=[T(name=tp[0], partitions=[
+            T.ListOffsetsPartition(partition_index=tp[1], current_leader_epoch=st.current_leader_epoch,
+                                   timestamp=timestamp)])])
+        assert self.client is not None
+        resp = await self.client.send(req, LIST_OFFSETS_VERSION, self.config.replica_socket_timeout_ms)
+        r = resp.topics[0].partitions[0]
+        return None if r.error_code != E.NONE else int(r.offset)
+
+
+class ReplicaFetcherManager:
+    """One ReplicaFetcherThread per leader broker (num.replica.fetchers = 1)."""
+
+    def __init__(self, rm: "ReplicaManager") -> None:
+        self.rm = rm
+        self.threads: dict[int, ReplicaFetcherThread] = {}
+        self.assigned: dict[TopicPartition, int] = {}
+
+    def add_fetcher_for_partitions(self, states: dict[TopicPartition, tuple[Z.BrokerInfo, PartitionFetchState]]) -> None:
+        by_leader: dict[int, dict[TopicPartition, PartitionFetchState]] = {}
+        for tp, (leader, st) in sorted(states.items()):
+            thread = self.threads.get(leader.broker_id)
+            if thread is not None and (thread.leader.host, thread.leader.port) != (leader.host, leader.port):
+                thread.shutdown()   # the leader restarted elsewhere
+                del self.threads[leader.broker_id]
+                thread = None
+            if thread is None:
+                thread = self.threads[leader.broker_id] = ReplicaFetcherThread(self, leader)
+                thread.start()
+            by_leader.setdefault(leader.broker_id, {})[tp] = st
+            self.assigned[tp] = leader.broker_id
+        for bid, sts in sorted(by_leader.items()):
+            self.threads[bid].add_partitions(sts)
+
+    def remove_fetcher_for_partitions(self, tps: list[TopicPartition]) -> None:
+        for tp in tps:
+            bid = self.assigned.pop(tp, None)
+            if bid is not None and bid in self.threads:
+                self.threads[bid].remove_partitions([tp])
+        self.shutdown_idle_fetcher_threads()
+
+    def shutdown_idle_fetcher_threads(self) -> None:
+        for bid in sorted(self.threads):
+            if not self.threads[bid].partitions:
+                self.threads.pop(bid).shutdown()
+
+    def shutdown(self) -> None:
+        for bid in sorted(self.threads):
+            self.threads.pop(bid).shutdown()
+        self.assigned.clear()
