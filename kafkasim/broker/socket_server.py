@@ -63,8 +63,13 @@ class SocketServer:
         self.server = server
         self.listener: Server | None = None
         self.connections = 0
+        self._processing: Any = None  # a future, set by start_processing() when startup is done
+
+    def start_processing(self) -> None:
+        self._processing.set_result(None)
 
     async def start(self, host: str, port: int) -> int:
+        self._processing = self.server.rt.future()
         self.listener = await self.server.rt.net.serve(host, port, self.handle_connection)
         return self.listener.port
 
@@ -75,6 +80,7 @@ class SocketServer:
     async def handle_connection(self, stream: Stream) -> None:
         self.connections += 1
         try:
+            await self._processing
             await self._serve(stream)
         except (ConnectionClosed, NetworkError):
             pass  # the client went away; nothing of theirs is pending
