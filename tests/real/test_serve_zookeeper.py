@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import subprocess
+import time
 from pathlib import Path
 
 import pytest
@@ -52,8 +53,16 @@ def test_znodes_match_kafkas_layout(tmp_path: Path, zookeeper: object) -> None:
         # Restart on the same log dir: same cluster id, data still served.
         again = ServedBroker(tmp_path / "logs", zookeeper=connect, broker_id=7)
         try:
-            out = subprocess.run(["kcat", "-b", again.bootstrap, "-C", "-t", "zk-topic", "-o", "beginning", "-e"],
-                                 capture_output=True, timeout=60, check=True).stdout
+            # As with Kafka, a restarted broker knows its topics once the controller's
+            # UpdateMetadata arrives; until then kcat -e gives up on "Unknown topic": retry.
+            out, deadline = b"", time.monotonic() + 20
+            while time.monotonic() < deadline:
+                p = subprocess.run(["kcat", "-b", again.bootstrap, "-C", "-t", "zk-topic", "-o", "beginning", "-e"],
+                                   capture_output=True, timeout=60)
+                if p.returncode == 0:
+                    out = p.stdout
+                    break
+                time.sleep(0.2)
             assert out.split() == [b"a", b"b"]
         finally:
             again.stop()
