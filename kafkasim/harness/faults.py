@@ -2,8 +2,10 @@
 
     [[faults]]
     at_ms = 4000
+    jitter_ms = 2000          # optional: fire at at_ms + a seeded uniform draw in [0, jitter_ms)
     kind = "crash"            # crash | restart | partition | block | clog | heal
-    targets = ["broker-0"]    # crash / restart: node names
+    targets = ["broker-0"]    # crash / restart: node names, or roles resolved when the fault
+                              #   fires: "controller", "leader:<topic>-<partition>"
     mode = "power"            # crash: "kill" (process dies, page cache survives, peers get RST)
                               #        "power" (machine loses power: unsynced writes resolve by the
                               #        disk's crash model, peers hear nothing)
@@ -36,6 +38,7 @@ class Fault:
     src: str = ""
     dst: str = ""
     extra_ms: float = 0.0
+    jitter_ms: float = 0.0
 
     def describe(self) -> dict[str, Any]:
         d: dict[str, Any] = {"at_ms": self.at_ms, "kind": self.kind}
@@ -51,6 +54,8 @@ class Fault:
             d["target"] = f"{self.src}->{self.dst}"
         if self.kind == "clog":
             d["extra_ms"] = self.extra_ms
+        if self.jitter_ms:
+            d["jitter_ms"] = self.jitter_ms
         return d
 
 
@@ -68,6 +73,10 @@ def parse_faults(path: str, raw: list[Any], fail: Callable[[str, str, Any], Exce
         if isinstance(at, bool) or not isinstance(at, (int, float)) or at < 0:
             raise fail(f"{key}.at_ms", "a time in ms >= 0", at)
         f = Fault(float(at), kind)
+        jitter = t.get("jitter_ms", 0)
+        if isinstance(jitter, bool) or not isinstance(jitter, (int, float)) or jitter < 0:
+            raise fail(f"{key}.jitter_ms", "a time in ms >= 0", jitter)
+        f.jitter_ms = float(jitter)
         if kind in ("crash", "restart"):
             f.targets = _names(t.get("targets"), f"{key}.targets", fail)
         if kind == "crash":

@@ -144,8 +144,10 @@ def schedule_faults(world: SimWorld, scenario: Scenario, cluster: SimCluster) ->
         if name not in world.nodes and name != world.zookeeper.host and not is_role_target(name):
             raise ValueError(f"{scenario.path}: fault targets unknown node {name!r} (nodes: {sorted(world.nodes)})")
     harness = Owner("harness")
+    jitter = world.rng("fault-jitter")  # one draw per fault, in schedule order
     for fault in scenario.faults:
-        world.kernel.call_later(harness, fault.at_ms, lambda f=fault: apply_fault(world, cluster, f))
+        at = fault.at_ms + (jitter.random() * fault.jitter_ms if fault.jitter_ms else 0.0)
+        world.kernel.call_later(harness, at, lambda f=fault: apply_fault(world, cluster, f))
 
 
 def run_scenario(scenario: Scenario, seed: int, out_dir: Optional[str] = None) -> RunResult:

@@ -137,10 +137,14 @@ def _toml_value(v: Any) -> str:
 
 def _fault_table(f: Fault) -> list[str]:
     lines = ["[[faults]]", f"at_ms = {_toml_value(f.at_ms)}", f"kind = {_toml_value(f.kind)}"]
+    if f.jitter_ms:
+        lines.append(f"jitter_ms = {_toml_value(f.jitter_ms)}")
     if f.kind in ("crash", "restart"):
         lines.append(f"targets = {_toml_value(f.targets)}")
     if f.kind == "crash":
         lines.append(f"mode = {_toml_value(f.mode)}")
+        if f.disk_modes:
+            lines.append(f"disk_modes = {_toml_value(f.disk_modes)}")
     if f.kind == "partition":
         lines.append(f"sides = {_toml_value(f.sides)}")
     if f.kind in ("block", "clog"):
@@ -162,6 +166,9 @@ def dump_scenario(s: Scenario, comment: str = "") -> str:
     for t in s.topics:
         out += ["[[topics]]", f"name = {_toml_value(t.name)}", f"partitions = {t.partitions}",
                 f"replication_factor = {t.replication_factor}", ""]
+        if t.config:
+            out += ["[topics.config]"] + [f"{json.dumps(k)} = {_toml_value(v)}" for k, v in sorted(t.config.items())] \
+                + [""]
     out += ["[workload.producer]", f"count = {p.count}", f"messages = {p.messages}",
             f"rate_per_s = {_toml_value(p.rate_per_s)}", f"acks = {_toml_value(acks)}", f"key_space = {p.key_space}",
             f"value_bytes = {p.value_bytes}", f"compression = {_toml_value(p.compression)}",

@@ -65,7 +65,8 @@ class Cluster:
         return json.loads(data) if data else None
 
     def any_live_server(self) -> Any:
-        return self.sim.live_servers()[0][1]
+        """A running broker with an open ZooKeeper session (a stopped one keeps its node up)."""
+        return next(s for _, s in self.sim.live_servers() if s.zk is not None and not s.zk._closed)
 
     async def wait_until(self, rt: NodeRuntime, cond: Callable[[], bool], timeout_ms: float = 30000,
                          step_ms: float = 50) -> bool:
