@@ -34,10 +34,10 @@ VERSION = "3.0.12"
 WORK = HERE / "work"
 SDIST_DIR = WORK / f"kafka_python-{VERSION}"
 
-# The version kafka-python infers from kafkasim's ApiVersions table (JoinGroup v9 -> (3, 2) in
+# The version kafka-python infers from kafkasim's ApiVersions table (LeaderAndIsr v7 -> (3, 4) in
 # kafka.protocol.broker_version_data.infer_broker_version_from_api_versions).
 # test_kafka_version_infer asserts the inference matches it; the suite's skipif gates use it.
-KAFKA_VERSION = "3.2.0"
+KAFKA_VERSION = "3.4.0"
 
 # The broker as the suite's own Kafka fixture configures it (its kafka.properties template with
 # partitions=4): auto-created topics get 4 partitions, no initial rebalance delay, a small
