@@ -7,6 +7,8 @@
   kafkasim shrink RUN_JSON                          minimise a failing run to a new scenario file
   kafkasim serve --port P --log-dir DIR [--zookeeper HOST:PORT] [--broker-id N] [--config K=V ...]
                                                     the same broker on real sockets and disks
+  kafkasim cluster up --brokers N --dir DIR [--config K=V ...] | cluster down --dir DIR
+                                                    real ZooKeeper + N `kafkasim serve` (real/cluster)
   kafkasim load --bootstrap HOST:PORT --topic T     the workload's producer + consumer, for real
   kafkasim report REPORTS_DIR [--out DIR] [--master URL]
                                                     PySpark summary (table + HTML) of run reports
@@ -103,6 +105,23 @@ def _cmd_serve(args: argparse.Namespace) -> int:
     return serve(args.port, args.log_dir, args.zookeeper, args.broker_id, args.host, args.trace, configs)
 
 
+def _cmd_cluster(args: argparse.Namespace) -> int:
+    """real/cluster/cluster.py is part of the real-world kit (it starts processes), loaded by path."""
+    import importlib.util
+    from pathlib import Path
+
+    script = Path(__file__).resolve().parents[1] / "real" / "cluster" / "cluster.py"
+    if not script.exists():
+        print(f"kafkasim: {script} missing (the cluster launcher ships with the repository)", file=sys.stderr)
+        return 2
+    spec = importlib.util.spec_from_file_location("kafkasim_real_cluster", script)
+    assert spec is not None and spec.loader is not None
+    mod = importlib.util.module_from_spec(spec)
+    sys.modules["kafkasim_real_cluster"] = mod
+    spec.loader.exec_module(mod)
+    return int(mod.run(args.action, args.dir, args.brokers, args.config))
+
+
 def _cmd_load(args: argparse.Namespace) -> int:
     from kafkasim.runtime.real.serve import load
 
@@ -154,6 +173,13 @@ def build_parser() -> argparse.ArgumentParser:
                    help="a broker config by its server.properties name (repeatable), e.g. "
                         "group.initial.rebalance.delay.ms=0")
     s.set_defaults(fn=_cmd_serve)
+    cl = sub.add_parser("cluster", help="start or stop a real cluster: ZooKeeper + N kafkasim serve")
+    cl.add_argument("action", choices=["up", "down"])
+    cl.add_argument("--dir", required=True, help="where the cluster's logs, pids and env go")
+    cl.add_argument("--brokers", type=int, default=3)
+    cl.add_argument("--config", action="append", default=[], type=_key_value, metavar="KEY=VALUE",
+                    help="a broker config for every broker (repeatable)")
+    cl.set_defaults(fn=_cmd_cluster)
     ld = sub.add_parser("load", help="run the workload producer + consumer against a real broker")
     ld.add_argument("--bootstrap", required=True)
     ld.add_argument("--topic", default="kafkasim-load")
