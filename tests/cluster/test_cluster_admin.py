@@ -157,3 +157,50 @@ def test_broker_id_generation_from_the_sequence() -> None:
     broker_id, registered, meta = run_cluster(body)
     assert broker_id == 1001 and registered  # reserved.broker.max.id (1000) + seqid version 1
     assert "broker.id=1001" in meta
+
+
+def test_the_old_zookeeper_admin_paths() -> None:
+    """/admin/preferred_replica_election, /admin/reassign_partitions and /isr_change_notification
+    (what pre-2.4 tools and IBP < 2.7 brokers write) are acted on and consumed."""
+    from kafkasim.broker import zk_data as Z
+
+    async def body(c: Cluster, rt: NodeRuntime) -> Any:
+        ctl = c.controller_id()
+        preferred = next(b for b in range(3) if b != ctl)
+        third = 3 - ctl - preferred
+        assert await c.create_topic(rt, "t", 1, 2, assignment={0: [preferred, ctl]}) == E.NONE
+        await c.wait_until(rt, lambda: c.leader_id("t", 0) == preferred and
+                           len(c.server(preferred).replica_manager.get_partition("t", 0).isr) == 2)
+        zk = c.server(ctl).zk
+        # Leadership away from the preferred replica, then back through the znode.
+        c.world.nodes[f"broker-{preferred}"].crash("kill")
+        await c.wait_until(rt, lambda: c.leader_id("t", 0) == ctl)
+        c.sim.restart(f"broker-{preferred}")
+        await c.wait_until(rt, lambda: preferred in c.server(ctl).replica_manager.get_partition("t", 0).isr,
+                           timeout_ms=60000)
+        await zk.create(Z.ADMIN_PREFERRED_REPLICA_ELECTION, Z.partitions_json([("t", 0)]))
+        back = await c.wait_until(rt, lambda: c.leader_id("t", 0) == preferred)
+        election_znode = await zk.exists(Z.ADMIN_PREFERRED_REPLICA_ELECTION)
+        # Reassignment through the znode: [preferred, ctl] -> [third, preferred].
+        await zk.create(Z.ADMIN_REASSIGN_PARTITIONS, Z.reassignment_json({("t", 0): [third, preferred]}))
+        moved = await c.wait_until(rt, lambda: c.server(ctl).replica_manager.get_partition("t", 0) is None,
+                                   timeout_ms=30000)
+        assignment = await c.zk_json(rt, "/brokers/topics/t")
+        reassign_znode = await zk.exists(Z.ADMIN_REASSIGN_PARTITIONS)
+        # An ISR change notification: the controller re-reads the state and tells every broker.
+        data, st = await zk.get("/brokers/topics/t/partitions/0/state")
+        state = Z.parse_partition_state(data)
+        await zk.set("/brokers/topics/t/partitions/0/state",
+                     Z.partition_state_json(state.leader, state.leader_epoch, [state.leader], state.controller_epoch),
+                     st.version)
+        await zk.create(f"{Z.ISR_CHANGE_NOTIFICATION}/{Z.ISR_CHANGE_PREFIX}", Z.partitions_json([("t", 0)]),
+                        sequential=True)
+        propagated = await c.wait_until(rt, lambda: all(
+            c.server(b).metadata_cache.topic("t").partitions[0].isr == [state.leader] for b in range(3)))
+        left = await zk.get_children(Z.ISR_CHANGE_NOTIFICATION)
+        return back, election_znode, moved, assignment["partitions"], reassign_znode, propagated, left, third
+
+    back, election_znode, moved, partitions, reassign_znode, propagated, left, third = run_cluster(body)
+    assert back and election_znode is None
+    assert moved and partitions["0"][0] == third and reassign_znode is None
+    assert propagated and left == []
