@@ -8,6 +8,12 @@ meanwhile goes in the next one. The controller is the one the metadata cache nam
 UpdateMetadata). A request-level failure (no controller known, NOT_CONTROLLER,
 STALE_BROKER_EPOCH, a lost connection) is retried after a backoff; per-partition answers go to
 the partitions (Partition.on_alter_partition_response).
+
+With inter.broker.protocol.version < 2.7 the broker does what such brokers did instead
+(Kafka's ZkAlterPartitionManager): it writes the partition's state znode itself — a conditional
+set on the zkVersion it knows (the partition epoch) — and announces the changed partitions with a
+sequential /isr_change_notification/isr_change_<n> znode, which the controller reads, deletes and
+turns into UpdateMetadata for every broker.
 """
 
 from __future__ import annotations
@@ -18,7 +24,7 @@ from kafkasim.broker import zk_data as Z
 from kafkasim.broker.network_client import NetworkClient
 from kafkasim.protocol import errors as E
 from kafkasim.protocol.messages.alter_partition import AlterPartitionRequest
-from kafkasim.runtime.api import Future, NetworkError, RuntimeTimeout, Task
+from kafkasim.runtime.api import BadVersionError, CoordinationError, Future, NetworkError, RuntimeTimeout, Task
 
 if TYPE_CHECKING:
     from kafkasim.broker.partition import Partition
@@ -89,6 +95,8 @@ class AlterPartitionManager:
         live = {tp: item for tp, item in batch.items() if item[0].is_leader and item[0].pending is not None}
         if not live:
             return True
+        if self.rm.zk_isr_updates:
+            return await self._write_zookeeper(live)
         controller = self._controller()
         if controller is None:
             return False
@@ -125,4 +133,32 @@ class AlterPartitionManager:
                               isr=list(r.isr), leader_epoch=r.leader_epoch, partition_epoch=r.partition_epoch)
                 p.on_alter_partition_response(r.error_code, r.leader_epoch, list(r.isr), r.partition_epoch,
                                               r.leader_recovery_state)
+        return True
+
+    async def _write_zookeeper(self, live: dict[TopicPartition, tuple["Partition", list[int], int]]) -> bool:
+        """IBP < 2.7: conditional updates of the state znodes, then one isr_change notification."""
+        zk = self.rm.zk
+        if zk is None:
+            return False
+        changed: list[TopicPartition] = []
+        for (topic, index), (p, isr, recovery) in sorted(live.items()):
+            data = Z.partition_state_json_full(self.rm.broker_id, p.leader_epoch, isr, self.rm.controller_epoch,
+                                               recovery)
+            try:
+                st = await zk.set(Z.partition_state_path(topic, index), data, p.partition_epoch)
+            except BadVersionError:
+                p.on_alter_partition_response(E.INVALID_UPDATE_VERSION, p.leader_epoch, [], -1, recovery)
+                continue
+            except CoordinationError:
+                return False
+            self.rt.trace("isr_updated_in_zookeeper", topic=topic, partition=index, isr=isr,
+                          partition_epoch=st.version)
+            p.on_alter_partition_response(E.NONE, p.leader_epoch, isr, st.version, recovery)
+            changed.append((topic, index))
+        if changed:
+            try:
+                await zk.create(f"{Z.ISR_CHANGE_NOTIFICATION}/{Z.ISR_CHANGE_PREFIX}", Z.partitions_json(changed),
+                                sequential=True, makepath=True)
+            except CoordinationError:
+                pass  # the znodes are written; the controller learns at its next read of them
         return True

@@ -115,6 +115,10 @@ class ReplicaManager:
     # Announces a log dir failure to the controller (/log_dir_event_notification).
     log_dir_failure_notifier: Optional[Callable[[], Coroutine[Any, Any, None]]] = None
     offline: bool = False
+    # inter.broker.protocol.version < 2.7: ISR changes go to ZooKeeper directly (see
+    # alter_partition_manager.py); needs the broker's ZooKeeper client.
+    zk_isr_updates: bool = False
+    zk: Optional[Any] = None
 
     def __post_init__(self) -> None:
         if self.log_manager is None:

@@ -93,6 +93,8 @@ class KafkaServer:
         self.zk = ZooKeeperClient(rt, cfg.zookeeper_session_timeout_ms)
         await self.zk.connect()
         self.kzk = KafkaZkClient(rt, self.zk)
+        self.replica_manager.zk = self.zk
+        self.replica_manager.zk_isr_updates = _ibp_before(cfg, (2, 7))
         await self.kzk.create_top_level_paths()
         proposed = meta.get("cluster.id") or Z.uuid_to_str(rt.rng("cluster-id").randbytes(16))
         cluster_id = await self.kzk.get_or_create_cluster_id(proposed)
@@ -296,3 +298,16 @@ def _replication_config(cfg: BrokerConfig) -> ReplicationConfig:
         if hasattr(out, name):
             setattr(out, name, int(value))
     return out
+
+
+def _ibp_before(cfg: BrokerConfig, version: tuple[int, int]) -> bool:
+    """inter.broker.protocol.version (e.g. "2.6" or "2.6-IV0") older than `version`; unset is
+    the latest (3.9)."""
+    raw = str(cfg.extra.get("inter.broker.protocol.version", "")).strip()
+    if not raw:
+        return False
+    try:
+        major, minor = (int(x) for x in raw.split("-", 1)[0].split(".")[:2])
+    except ValueError:
+        return False
+    return (major, minor) < version

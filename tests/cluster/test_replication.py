@@ -108,3 +108,31 @@ def test_a_power_lost_leaders_unreplicated_tail_is_truncated_when_it_returns() -
     assert back and leo == 2
     assert b"after-failover" in data and b"never-acked" not in data
     assert all(not r.anomalies for r in check_replicas(sim))
+
+
+def test_with_ibp_before_2_7_the_leader_writes_the_isr_and_notifies() -> None:
+    """inter.broker.protocol.version=2.6: the leader shrinks the ISR by writing the state znode
+    (zkVersion CAS) and creating /isr_change_notification/isr_change_<n>; the controller
+    consumes the notification and every broker's metadata follows."""
+    async def body(c: Cluster, rt: NodeRuntime) -> Any:
+        leader, followers = await _topic(c, rt)
+        slow = followers[0]
+        c.world.net.partition([f"broker-{slow}"], [f"broker-{leader}"])
+        assert (await c.produce(rt, "t", 0, [b"x"], acks=1))[0] == E.NONE
+        lp = c.server(leader).replica_manager.get_partition("t", 0)
+        shrunk = await c.wait_until(rt, lambda: slow not in lp.isr, timeout_ms=20000)
+        state = await c.zk_json(rt, "/brokers/topics/t/partitions/0/state")
+        propagated = await c.wait_until(rt, lambda: all(
+            slow not in c.server(b).metadata_cache.topic("t").partitions[0].isr for b in range(3)))
+        zk = c.any_live_server().zk
+        left = await zk.get_children("/isr_change_notification")
+        announced = (await zk.exists("/isr_change_notification")).cversion  # created and deleted children
+        c.world.net.heal()
+        back = await c.wait_until(rt, lambda: slow in lp.isr, timeout_ms=20000)
+        return shrunk, state, propagated, left, announced, back, lp.partition_epoch
+
+    shrunk, state, propagated, left, announced, back, partition_epoch = \
+        run_cluster(body, inter_broker_protocol_version="2.6")
+    assert shrunk and state["leader_epoch"] == 0 and len(state["isr"]) == 2
+    assert propagated and left == [] and announced >= 2
+    assert back and partition_epoch == 2  # two conditional writes of the state znode
