@@ -262,10 +262,13 @@ class ReplicaManager:
         stop: list[tuple[TopicPartition, bool, int]] = []
         for tp, leader_epoch, delete in partitions:
             p = self.partitions.get(tp)
-            if p is None or p.offline:
-                errors[tp] = E.KAFKA_STORAGE_ERROR if p is not None and delete is False and self.offline else E.NONE
-                if p is None and delete:
+            if p is None:
+                errors[tp] = E.NONE  # nothing hosted here; a delete still removes a stray log dir
+                if delete:
                     stop.append((tp, True, leader_epoch))
+                continue
+            if p.offline:
+                errors[tp] = E.KAFKA_STORAGE_ERROR  # in a failed log dir: it cannot be stopped or deleted
                 continue
             if leader_epoch in (EPOCH_DURING_DELETE, NO_EPOCH) or leader_epoch >= p.leader_epoch:
                 stop.append((tp, delete, leader_epoch))

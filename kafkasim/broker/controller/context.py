@@ -230,11 +230,6 @@ class ControllerContext:
                 out.append(tp)
         return out
 
-    def partition_leaders_on_broker(self, broker_id: int) -> list[TopicPartition]:
-        return [tp for tp in self.all_partitions()
-                if (lai := self.leader_and_isr(tp)) is not None and lai.leader == broker_id
-                and self.replica_assignment(tp) and len(self.replica_assignment(tp)) > 0]
-
     def partitions_with_leaders(self) -> list[TopicPartition]:
         return [tp for tp in self.all_partitions() if tp in self.leadership]
 

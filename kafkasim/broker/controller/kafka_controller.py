@@ -72,6 +72,7 @@ class KafkaController:
         self.topic_deletion_manager = TopicDeletionManager(self)
         self._rebalance_timer: Optional[Timer] = None
         self._watched_topics: set[str] = set()
+        self._watchers: dict[str, Any] = {}
 
     # ================================================================ lifecycle
     @property
@@ -229,10 +230,9 @@ class KafkaController:
     def _watch(self, name: str, body: Any) -> Any:
         """A ZooKeeper watcher that enqueues `body` as event `name` (the same object every time,
         so setting it again before it fires registers it once)."""
-        cache = self.__dict__.setdefault("_watchers", {})
-        if name not in cache:
-            cache[name] = lambda _event: self.event_manager.put(name, body)
-        return cache[name]
+        if name not in self._watchers:
+            self._watchers[name] = lambda _event: self.event_manager.put(name, body)
+        return self._watchers[name]
 
     async def _initialize_controller_context(self) -> None:
         zk, ctx = self.zk, self.ctx
@@ -280,8 +280,9 @@ class KafkaController:
         if not self.is_active:
             return
         ctx = self.ctx
-        current = await self.zk.get_all_broker_and_epochs()
+        # Watch first, then read: a change in between fires the watch instead of being missed.
         await self.zk.get_children_sorted(Z.BROKER_IDS, watch=self._watch("BrokerChange", self._process_broker_change))
+        current = await self.zk.get_all_broker_and_epochs()
         known = set(ctx.live_or_shutting_down_broker_ids)
         new = sorted(set(current) - known)
         dead = sorted(known - set(current))

@@ -66,10 +66,8 @@ class TopicDeletionManager:
         eligible: set[str] = set()
         for topic in sorted(ctx.topics_to_be_deleted):
             replicas = ctx.replicas_for_topic(topic)
-            if replicas and all(ctx.replica_state(r) == RS.DELETION_SUCCESSFUL for r in replicas):
-                await self._complete_delete_topic(topic)
-                continue
-            if not replicas and topic in ctx.topics_with_deletion_started:
+            if all(ctx.replica_state(r) == RS.DELETION_SUCCESSFUL for r in replicas):
+                # Every replica deleted — or none known (a mark for a topic already gone).
                 await self._complete_delete_topic(topic)
                 continue
             if self.is_deletion_in_progress(topic):
