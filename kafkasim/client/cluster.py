@@ -65,7 +65,7 @@ class ClientCluster:
         conn = await self.any_connection()
         req = MetadataRequest(topics=[MetadataRequest.MetadataRequestTopic(name=t) for t in topics],
                               allow_auto_topic_creation=allow_auto_create)
-        resp = await self.rt.wait_for(conn.request(req), self.request_timeout_ms)
+        resp = await conn.request_within(req, self.request_timeout_ms)
         self.brokers = {b.node_id: (b.host, b.port) for b in resp.brokers}
         self.controller_id = resp.controller_id
         errors = {}
@@ -104,7 +104,7 @@ class ClientCluster:
                                                 replication_factor=replication_factor, assignments=[],
                                                 configs=[C(name=k, value=v) for k, v in sorted((configs or {}).items())])],
                                       timeout_ms=int(self.request_timeout_ms), validate_only=False)
-            resp = await self.rt.wait_for(conn.request(req), self.request_timeout_ms)
+            resp = await conn.request_within(req, self.request_timeout_ms)
             code = int(resp.topics[0].error_code)
             if code != E.NOT_CONTROLLER:
                 return code

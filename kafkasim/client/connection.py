@@ -20,7 +20,7 @@ from kafkasim.protocol.framing import encode_request
 from kafkasim.protocol.messages.api_versions import ApiVersionsRequest, ApiVersionsResponse
 from kafkasim.protocol.messages.headers import RequestHeader, ResponseHeader
 from kafkasim.protocol.primitives import Message
-from kafkasim.runtime.api import ConnectionClosed, Future, NetworkError, NodeRuntime, Stream
+from kafkasim.runtime.api import ConnectionClosed, Future, NetworkError, NodeRuntime, RuntimeTimeout, Stream
 
 # The highest version kafkasim's client implements per API.
 CLIENT_MAX_VERSIONS: dict[int, int] = {
@@ -73,6 +73,20 @@ class BrokerConnection:
     async def request(self, body: Message, expect_response: bool = True) -> Any:
         api_key = body.API_KEY
         return await self._send(api_key, self.version_for(api_key), body, expect_response)
+
+    async def request_within(self, body: Message, timeout_ms: float) -> Any:
+        """request() with request.timeout.ms: on expiry the connection is closed (Kafka's
+        NetworkClient disconnects a node whose request timed out), so the next request opens a
+        new one instead of queueing behind an answer that will never come (a peer that lost
+        power sends no RST)."""
+        return await self.within(self.request(body), timeout_ms)
+
+    async def within(self, aw: Any, timeout_ms: float) -> Any:
+        try:
+            return await self.rt.wait_for(aw, timeout_ms)
+        except RuntimeTimeout:
+            self.close()
+            raise
 
     async def _send(self, api_key: int, version: int, body: Message, expect_response: bool = True) -> Any:
         if self._closed or self.stream is None:

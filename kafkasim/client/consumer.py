@@ -71,7 +71,7 @@ class Consumer:
         T = ListOffsetsRequest.ListOffsetsTopic
         req = ListOffsetsRequest(replica_id=-1, isolation_level=self.config.isolation_level, topics=[
             T(name=tp[0], partitions=[T.ListOffsetsPartition(partition_index=tp[1], timestamp=timestamp)])])
-        resp = await self.rt.wait_for(conn.request(req), self.config.request_timeout_ms)
+        resp = await conn.request_within(req, self.config.request_timeout_ms)
         p = resp.topics[0].partitions[0]
         if p.error_code != E.NONE:
             raise NetworkError(f"ListOffsets {tp} failed with error {p.error_code}")
@@ -121,8 +121,7 @@ class Consumer:
                            min_bytes=self.config.fetch_min_bytes, max_bytes=self.config.fetch_max_bytes,
                            isolation_level=self.config.isolation_level,
                            topics=[FetchRequest.FetchTopic(topic=t, partitions=ps) for t, ps in topics.items()])
-        resp = await self.rt.wait_for(conn.request(req),
-                                      self.config.request_timeout_ms + self.config.fetch_max_wait_ms)
+        resp = await conn.request_within(req, self.config.request_timeout_ms + self.config.fetch_max_wait_ms)
         out: list[ConsumedRecord] = []
         errors = False
         for t in resp.responses:

@@ -175,7 +175,7 @@ class Producer:
             if self.config.acks == 0:
                 await conn.request(req, expect_response=False)
                 return E.NONE, -1
-            resp = await self.rt.wait_for(conn.request(req), self.config.request_timeout_ms)
+            resp = await conn.request_within(req, self.config.request_timeout_ms)
         except RuntimeTimeout:
             return E.REQUEST_TIMED_OUT, -1
         except NetworkError:

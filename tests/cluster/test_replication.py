@@ -92,8 +92,8 @@ def test_a_power_lost_leaders_unreplicated_tail_is_truncated_when_it_returns() -
         code = await c.produce(rt, "t", 0, [b"never-acked-1", b"never-acked-2"], acks=1)
         await lp.log.flush()
         c.world.nodes[f"broker-{leader}"].crash("power")
+        c.world.net.heal()  # what the dead leader had queued for the followers died with it
         await c.wait_until(rt, lambda: c.leader_id("t", 0) in followers)
-        c.world.net.heal()
         new_leader = c.leader_id("t", 0)
         assert (await c.produce(rt, "t", 0, [b"after-failover"]))[0] == E.NONE
         c.sim.restart(f"broker-{leader}")

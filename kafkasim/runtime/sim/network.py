@@ -11,7 +11,7 @@ round trip.
 
 Crash of a host: its listeners vanish; with `notify_peers` (a process kill: the OS is still up)
 every stream of the host sends an RST after the data already queued; without it (power loss)
-peers hear nothing and must time out.
+the data it had queued is lost with it, and peers hear nothing and must time out.
 """
 
 from __future__ import annotations
@@ -145,6 +145,10 @@ class SimStream(Stream):
     def _crash(self, notify_peer: bool) -> None:
         if notify_peer and self._out is not None and not self._closed:
             self._out.send(_RST)
+        elif not notify_peer and self._out is not None:
+            # Power loss: what this machine had yet to get onto the wire (or to retransmit across
+            # a partition) died with it; the peer sees the stream stop.
+            self._out.queue.clear()
         self._closed = True
 
 

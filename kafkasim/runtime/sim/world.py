@@ -133,9 +133,11 @@ class SimNode:
             return
         self.world.emit(self.name, "node_crash", {"mode": mode, "incarnation": self.incarnation})
         self.owner.alive = False
+        # The network first: streams die as the machine does (power: unsent data lost; kill: RST
+        # after the queued data) before any `finally` of a killed task could close them politely.
+        self.world.net.host_crashed(self.name, notify_peers=(mode == "kill"))
         for task in list(self.owner.tasks.values()):
             task.kill()
-        self.world.net.host_crashed(self.name, notify_peers=(mode == "kill"))
         if mode == "power":
             self.disk.crash()
 
