@@ -3,12 +3,16 @@ crashing and restarting them, and the god's-eye questions only the simulation ca
 ("who leads events-0 right now?", "who is the controller?").
 
 Fault targets may name a role instead of a node, resolved when the fault fires:
-  "controller"          the active controller
-  "leader:<topic>-<p>"  the broker leading that partition (the live leader with the highest
-                        leader epoch)
-A later fault with the same role string (e.g. the restart after the crash) reuses the node the
-role resolved to the first time, so "crash leader:t-0" ... "restart leader:t-0" restarts the
-broker that was crashed.
+  "controller"            the active controller
+  "leader:<topic>-<p>"    the broker leading that partition (the live leader with the highest
+                          leader epoch)
+  "follower:<topic>-<p>"  the in-sync follower of that partition with the lowest broker id
+Each fault resolves its roles afresh; a restart (`fresh=False`) reuses the node the role last
+resolved to, so "crash leader:t-0" ... "restart leader:t-0" restarts the broker that was crashed
+(which by then no longer leads).
+
+Racks: `racks = ["a", "b"]` gives broker i the rack racks[i % len(racks)] (broker.rack), so the
+controller's rack-aware replica assignment is exercised.
 """
 
 from __future__ import annotations
@@ -27,9 +31,11 @@ def broker_node_name(broker_id: int) -> str:
 
 
 class SimCluster:
-    def __init__(self, world: SimWorld, config_for: Callable[[int, str], BrokerConfig]) -> None:
+    def __init__(self, world: SimWorld, config_for: Callable[[int, str], BrokerConfig],
+                 racks: Optional[list[str]] = None) -> None:
         self.world = world
         self.config_for = config_for
+        self.racks = list(racks or [])
         self.servers: dict[str, KafkaServer] = {}
         self.resolved: dict[str, str] = {}
 
@@ -45,7 +51,11 @@ class SimCluster:
 
     def start_broker(self, name: str) -> KafkaServer:
         node = self.world.nodes[name]
-        server = KafkaServer(node.runtime, self.config_for(int(name.split("-")[1]), name))
+        broker_id = int(name.split("-")[1])
+        config = self.config_for(broker_id, name)
+        if self.racks:
+            config.rack = self.racks[broker_id % len(self.racks)]
+        server = KafkaServer(node.runtime, config)
         self.servers[name] = server
         node.runtime.spawn(server.startup(), name="broker startup")
         return server
@@ -78,21 +88,33 @@ class SimCluster:
                 best = (p.leader_epoch, name)
         return None if best is None else best[1]
 
-    def resolve(self, target: str) -> Optional[str]:
-        """A node name for a fault target (a node name stays itself)."""
-        if target in self.resolved:
+    def follower_of(self, topic: str, partition: int) -> Optional[str]:
+        leader = self.leader_of(topic, partition)
+        if leader is None:
+            return None
+        p = self.servers[leader].replica_manager.get_partition(topic, partition)
+        followers = sorted(b for b in (p.isr if p is not None else []) if broker_node_name(b) != leader)
+        return broker_node_name(followers[0]) if followers else None
+
+    def resolve(self, target: str, fresh: bool = True) -> Optional[str]:
+        """A node name for a fault target (a node name stays itself); `fresh=False` reuses what
+        the role last resolved to (the restart after a crash)."""
+        if not is_role_target(target):
+            return target
+        if not fresh and target in self.resolved:
             return self.resolved[target]
+        name: Optional[str] = None
         if target == "controller":
             name = self.controller()
-        elif target.startswith("leader:"):
-            topic, _, part = target[len("leader:"):].rpartition("-")
-            name = self.leader_of(topic, int(part)) if part.isdigit() else None
         else:
-            return target
+            role, _, tp = target.partition(":")
+            topic, _, part = tp.rpartition("-")
+            if part.isdigit():
+                name = (self.leader_of if role == "leader" else self.follower_of)(topic, int(part))
         if name is not None:
             self.resolved[target] = name
         return name
 
 
 def is_role_target(target: str) -> bool:
-    return target == "controller" or target.startswith("leader:")
+    return target == "controller" or target.startswith(("leader:", "follower:"))

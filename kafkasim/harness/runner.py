@@ -13,15 +13,15 @@ from typing import Any, Optional
 
 from kafkasim.broker.config import BrokerConfig
 from kafkasim.client.cluster import ClientCluster
-from kafkasim.cluster.sim_cluster import SimCluster, is_role_target
+from kafkasim.cluster.sim_cluster import SimCluster
 from kafkasim.harness.checkers import Anomaly, CheckResult, check_all
-from kafkasim.harness.faults import Fault
 from kafkasim.harness.godseye import check_replicas, failover_times
+from kafkasim.harness.inject import schedule_faults
+from kafkasim.harness.nemesis import with_concrete_faults
 from kafkasim.harness.scenario import Scenario
 from kafkasim.harness.workload import History, run_consumer, run_producer
 from kafkasim.protocol import errors as E
 from kafkasim.runtime.host import code_version, wall_seconds
-from kafkasim.runtime.sim.kernel import Owner
 from kafkasim.runtime.sim.world import SimWorld
 
 BROKER_PORT = 9092
@@ -51,7 +51,7 @@ def _broker_config(scenario: Scenario, broker_id: int, host: str) -> BrokerConfi
 def build_world(scenario: Scenario, seed: int, trace_out: Any, history: History
                 ) -> tuple[SimWorld, list[Any], SimCluster]:
     world = SimWorld(seed, trace_out, latency_ms=scenario.latency_ms)
-    cluster = SimCluster(world, lambda broker_id, host: _broker_config(scenario, broker_id, host))
+    cluster = SimCluster(world, lambda broker_id, host: _broker_config(scenario, broker_id, host), scenario.racks)
     for i in range(scenario.brokers):
         cluster.add_broker(i)
     bootstrap = cluster.bootstrap
@@ -93,69 +93,13 @@ async def _create_topics(rt: Any, bootstrap: str, scenario: Scenario, ready: Any
     ready.set_result(None)
 
 
-def apply_fault(world: SimWorld, cluster: SimCluster, fault: Fault) -> None:
-    """Inject one fault; role targets ("controller", "leader:<t>-<p>") resolve now."""
-    def names(targets: list[str]) -> list[str]:
-        out = []
-        for t in targets:
-            name = cluster.resolve(t)
-            if name is None:
-                world.emit("harness", "fault_target_unresolved", {"target": t})
-            else:
-                out.append(name)
-        return out
-
-    desc = fault.describe()
-    if fault.kind in ("crash", "restart"):
-        desc["resolved"] = ",".join(names(fault.targets))
-    world.emit("harness", "fault", desc)
-    if fault.kind == "crash":
-        for name in names(fault.targets):
-            if fault.disk_modes:  # restrict the power loss to these SimDisk crash modes
-                world.nodes[name].disk.crash_modes = tuple(fault.disk_modes)
-            world.nodes[name].crash(fault.mode)
-    elif fault.kind == "restart":
-        for name in names(fault.targets):
-            if name in cluster.servers:
-                cluster.restart(name)
-            else:
-                _restart_plain(world, name)
-    elif fault.kind == "partition":
-        world.net.partition(names(fault.sides[0]), names(fault.sides[1]))
-    elif fault.kind == "block":
-        world.net.block(*names([fault.src, fault.dst]))
-    elif fault.kind == "clog":
-        src, dst = names([fault.src, fault.dst])
-        world.net.clog(src, dst, fault.extra_ms)
-    elif fault.kind == "heal":
-        world.net.heal()
-
-
-def _restart_plain(world: SimWorld, name: str) -> None:
-    node = world.nodes[name]
-    if not node.alive:
-        node.restart()
-
-
-def schedule_faults(world: SimWorld, scenario: Scenario, cluster: SimCluster) -> None:
-    named = {n for f in scenario.faults for n in f.targets + [x for side in f.sides for x in side]
-             + [f.src, f.dst] if n}
-    for name in sorted(named):
-        if name not in world.nodes and name != world.zookeeper.host and not is_role_target(name):
-            raise ValueError(f"{scenario.path}: fault targets unknown node {name!r} (nodes: {sorted(world.nodes)})")
-    harness = Owner("harness")
-    jitter = world.rng("fault-jitter")  # one draw per fault, in schedule order
-    for fault in scenario.faults:
-        at = fault.at_ms + (jitter.random() * fault.jitter_ms if fault.jitter_ms else 0.0)
-        world.kernel.call_later(harness, at, lambda f=fault: apply_fault(world, cluster, f))
-
-
 def run_scenario(scenario: Scenario, seed: int, out_dir: Optional[str] = None) -> RunResult:
     out_dir = out_dir or default_out_dir(scenario, seed)
     os.makedirs(out_dir, exist_ok=True)
+    scenario = with_concrete_faults(scenario, seed)  # nemesis profiles -> this seed's faults
     history = History()
     wall_start = wall_seconds()
-    last_fault_ms = max((f.at_ms for f in scenario.faults), default=0.0)
+    last_fault_ms = max((f.end_ms for f in scenario.faults), default=0.0)
     deadline = min(scenario.duration_ms, last_fault_ms + scenario.liveness_ms)
     with open(os.path.join(out_dir, "trace.jsonl"), "w") as trace_out:
         world, finals, cluster = build_world(scenario, seed, trace_out, history)

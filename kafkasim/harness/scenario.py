@@ -8,10 +8,11 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from kafkasim.harness.faults import Fault, parse_faults
+from kafkasim.harness.nemesis import NemesisSpec, parse_nemesis
 
 ANOMALY_KINDS = ("lost-write", "duplicate", "reorder", "inconsistent-offsets", "poll-skip",
                  "nonmonotonic-poll", "unseen", "task-error", "liveness", "replica-divergence",
-                 "isr-behind-high-watermark")
+                 "isr-behind-high-watermark", "two-owners", "committed-offset-regression")
 
 
 class ScenarioError(ValueError):
@@ -33,15 +34,33 @@ class ProducerSpec:
     rate_per_s: float = 1000.0
     acks: int = -1
     key_space: int = 0          # 0: no keys (sticky partitioning); N: keys k0..k{N-1}
-    value_bytes: int = 100
+    value_bytes: int = 100      # the size of every value, or the least one with value_bytes_max
     compression: str = "none"
     linger_ms: float = 5.0
+    idempotence: bool = False   # enable.idempotence (requires acks = "all", as Kafka's client)
+    key_distribution: str = "uniform"   # uniform | zipf (key i drawn with weight 1/(i+1))
+    value_bytes_max: int = 0    # > 0: sizes uniform in [value_bytes, value_bytes_max]
+    request_timeout_ms: float = 30000.0  # request.timeout.ms
+
+
+CHURN_KINDS = ("join", "leave", "crash")
+COMMIT_MODES = ("none", "after-poll", "interval")
 
 
 @dataclass
 class ConsumerSpec:
     count: int = 1
     fetch_max_wait_ms: int = 500
+    group: str = ""                # set: members subscribe through this consumer group; else assign-all
+    commit: str = "after-poll"     # none | after-poll | interval (group members only)
+    commit_interval_ms: float = 1000.0
+    churn_interval_ms: float = 0.0  # mean of the exponential gap between churn events; 0: no churn
+    churn: list[str] = field(default_factory=lambda: list(CHURN_KINDS))
+    churn_until_ms: float = 0.0     # no churn event after this time (the workload must finish)
+    crash_restart_ms: float = 2000.0  # a crashed member's node restarts (and rejoins) after this
+    session_timeout_ms: int = 6000   # session.timeout.ms (Kafka's group.min.session.timeout.ms)
+    heartbeat_interval_ms: int = 1000  # heartbeat.interval.ms
+    rebalance_timeout_ms: int = 10000  # max.poll.interval.ms
 
 
 @dataclass
@@ -58,6 +77,8 @@ class Scenario:
     latency_ms: tuple[float, float] = (0.1, 0.8)
     expected: list[str] = field(default_factory=list)  # anomalies this config allows
     faults: list[Fault] = field(default_factory=list)
+    nemesis: list[NemesisSpec] = field(default_factory=list)  # expanded per seed into faults
+    racks: list[str] = field(default_factory=list)  # broker i gets racks[i % len(racks)]
     liveness_ms: float = 60000.0  # after the last fault the workload must finish within this
 
 
@@ -107,6 +128,70 @@ def _acks(r: _Reader) -> int:
     return table[v]
 
 
+def _value_bytes(r: _Reader) -> tuple[int, int]:
+    v = r.table.get("value_bytes", 100)
+    if isinstance(v, int) and not isinstance(v, bool) and v > 0:
+        return v, 0
+    if (isinstance(v, list) and len(v) == 2 and all(isinstance(x, int) and not isinstance(x, bool) for x in v)
+            and 0 < v[0] <= v[1]):
+        return v[0], v[1]
+    raise r.fail("value_bytes", "a positive integer or [min, max] with 0 < min <= max", v)
+
+
+def _producer_spec(pr: _Reader) -> ProducerSpec:
+    pr.unknown({"count", "messages", "rate_per_s", "acks", "key_space", "value_bytes", "compression", "linger_ms",
+                "idempotence", "key_distribution", "request_timeout_ms"})
+    low, high = _value_bytes(pr)
+    p = ProducerSpec(pr.positive("count", 1), pr.positive("messages", 1000),
+                     float(pr.positive("rate_per_s", 1000.0, integer=False)), _acks(pr),
+                     pr.get("key_space", int, 0, "an integer >= 0"), low,
+                     pr.get("compression", str, "none", "none|gzip|snappy|lz4|zstd"),
+                     float(pr.get("linger_ms", (int, float), 5.0, "a number")),
+                     pr.get("idempotence", bool, False, "true or false"),
+                     pr.get("key_distribution", str, "uniform", "\"uniform\" or \"zipf\""), high,
+                     float(pr.positive("request_timeout_ms", 30000, integer=False)))
+    if p.compression not in ("none", "gzip", "snappy", "lz4", "zstd"):
+        raise pr.fail("compression", "none|gzip|snappy|lz4|zstd", p.compression)
+    if p.key_distribution not in ("uniform", "zipf"):
+        raise pr.fail("key_distribution", "\"uniform\" or \"zipf\"", p.key_distribution)
+    if p.key_distribution == "zipf" and p.key_space <= 0:
+        raise pr.fail("key_space", "a positive integer when key_distribution = \"zipf\"", p.key_space)
+    if p.idempotence and p.acks != -1:  # Kafka's client refuses this combination (ConfigException)
+        raise pr.fail("acks", "\"all\" when idempotence = true", pr.table.get("acks"))
+    return p
+
+
+def _consumer_spec(co: _Reader) -> ConsumerSpec:
+    co.unknown({"count", "fetch_max_wait_ms", "group", "commit", "commit_interval_ms", "churn_interval_ms", "churn",
+                "churn_until_ms", "crash_restart_ms", "session_timeout_ms", "heartbeat_interval_ms",
+                "rebalance_timeout_ms"})
+    c = ConsumerSpec(co.positive("count", 1), co.positive("fetch_max_wait_ms", 500),
+                     co.get("group", str, "", "a consumer group name"),
+                     co.get("commit", str, "after-poll", "one of " + "|".join(COMMIT_MODES)),
+                     float(co.positive("commit_interval_ms", 1000, integer=False)),
+                     float(co.get("churn_interval_ms", (int, float), 0, "a number of milliseconds >= 0")),
+                     list(co.get("churn", list, list(CHURN_KINDS), f"a list of {list(CHURN_KINDS)}")),
+                     float(co.get("churn_until_ms", (int, float), 0, "a number of milliseconds >= 0")),
+                     float(co.positive("crash_restart_ms", 2000, integer=False)),
+                     co.positive("session_timeout_ms", 6000), co.positive("heartbeat_interval_ms", 1000),
+                     co.positive("rebalance_timeout_ms", 10000))
+    if c.commit not in COMMIT_MODES:
+        raise co.fail("commit", "one of " + "|".join(COMMIT_MODES), c.commit)
+    for kind in c.churn:
+        if kind not in CHURN_KINDS:
+            raise co.fail("churn", f"a list of {list(CHURN_KINDS)}", kind)
+    if c.churn_interval_ms < 0:
+        raise co.fail("churn_interval_ms", "a number of milliseconds >= 0", c.churn_interval_ms)
+    grouped = {"commit", "commit_interval_ms", "churn_interval_ms", "churn", "churn_until_ms", "crash_restart_ms"}
+    for key in sorted(grouped & set(co.table)):
+        if not c.group:
+            raise co.fail(key, "a [workload.consumer] group (only group members commit and churn)", co.table[key])
+    if c.churn_interval_ms > 0 and (c.churn_until_ms <= 0 or not c.churn):
+        raise co.fail("churn_until_ms", "a positive time after which churn stops (so the workload can finish)",
+                      co.table.get("churn_until_ms"))
+    return c
+
+
 def load_scenario(path: str) -> Scenario:
     try:
         with open(path, "rb") as f:
@@ -120,7 +205,8 @@ def load_scenario(path: str) -> Scenario:
 
 def parse_scenario(path: str, raw: dict[str, Any]) -> Scenario:
     root = _Reader(path, raw, "")
-    root.unknown({"scenario", "cluster", "topics", "workload", "network", "guarantees", "faults", "heal"})
+    root.unknown({"scenario", "cluster", "topics", "workload", "network", "guarantees", "faults", "heal",
+                  "nemesis"})
     meta = root.sub("scenario")
     name = meta.get("name", str, None, "a string")
     if not name:
@@ -128,7 +214,11 @@ def parse_scenario(path: str, raw: dict[str, Any]) -> Scenario:
     s = Scenario(name=name, path=path, description=meta.get("description", str, "", "a string"),
                  duration_ms=float(meta.positive("duration_ms", 60000, integer=False)))
     cluster = root.sub("cluster")
+    cluster.unknown({"brokers", "config", "racks"})
     s.brokers = cluster.positive("brokers", 1)
+    s.racks = list(cluster.get("racks", list, [], "a list of rack names"))
+    if not all(isinstance(r, str) and r for r in s.racks):
+        raise cluster.fail("racks", "a list of non-empty rack names", s.racks)
     s.broker_config = dict(cluster.get("config", dict, {}, "a table of Kafka broker configs"))
     topics = root.get("topics", list, [], "an array of tables [[topics]]")
     for i, t in enumerate(topics):
@@ -144,18 +234,8 @@ def parse_scenario(path: str, raw: dict[str, Any]) -> Scenario:
     if not s.topics:
         raise root.fail("topics", "at least one [[topics]] table")
     wl = root.sub("workload")
-    pr = wl.sub("producer")
-    pr.unknown({"count", "messages", "rate_per_s", "acks", "key_space", "value_bytes", "compression", "linger_ms"})
-    s.producer = ProducerSpec(pr.positive("count", 1), pr.positive("messages", 1000),
-                              float(pr.positive("rate_per_s", 1000.0, integer=False)), _acks(pr),
-                              pr.get("key_space", int, 0, "an integer >= 0"), pr.positive("value_bytes", 100),
-                              pr.get("compression", str, "none", "none|gzip|snappy|lz4|zstd"),
-                              float(pr.get("linger_ms", (int, float), 5.0, "a number")))
-    if s.producer.compression not in ("none", "gzip", "snappy", "lz4", "zstd"):
-        raise pr.fail("compression", "none|gzip|snappy|lz4|zstd", s.producer.compression)
-    co = wl.sub("consumer")
-    co.unknown({"count", "fetch_max_wait_ms"})
-    s.consumer = ConsumerSpec(co.positive("count", 1), co.positive("fetch_max_wait_ms", 500))
+    s.producer = _producer_spec(wl.sub("producer"))
+    s.consumer = _consumer_spec(wl.sub("consumer"))
     net = root.sub("network")
     lat = net.get("latency_ms", list, [0.1, 0.8], "[min, max] in milliseconds")
     if len(lat) != 2 or not all(isinstance(x, (int, float)) for x in lat) or not 0 <= lat[0] <= lat[1]:
@@ -163,6 +243,8 @@ def parse_scenario(path: str, raw: dict[str, Any]) -> Scenario:
     s.latency_ms = (float(lat[0]), float(lat[1]))
     s.faults = parse_faults(path, root.get("faults", list, [], "an array of tables [[faults]]"),
                             lambda key, expected, got: root.fail(key, expected, got))
+    s.nemesis = parse_nemesis(root.get("nemesis", list, [], "an array of tables [[nemesis]]"),
+                              lambda key, expected, got: root.fail(key, expected, got))
     heal = root.sub("heal")
     heal.unknown({"liveness_ms"})
     s.liveness_ms = float(heal.positive("liveness_ms", 60000, integer=False))

@@ -18,7 +18,8 @@ import os
 from dataclasses import dataclass
 from typing import Any, Callable
 
-from kafkasim.harness.faults import Fault
+from kafkasim.harness.faults import TARGETED, Fault
+from kafkasim.harness.nemesis import with_concrete_faults
 from kafkasim.harness.runner import run_scenario
 from kafkasim.harness.scenario import Scenario, load_scenario
 
@@ -67,7 +68,9 @@ def shrink(run_json: str, out_path: str | None = None, max_runs: int = 200,
         on_step(f"try {runs}: size {size(candidate)} -> {'still fails' if ok else 'passes'}")
         return ok
 
-    best = copy.deepcopy(original)
+    # A nemesis is a seeded generator of faults: shrink this seed's concrete schedule instead
+    # (the same faults the failing run had), and write it out as plain [[faults]].
+    best = copy.deepcopy(with_concrete_faults(original, seed))
     changed = True
     while changed and runs < max_runs:
         changed = _drop_faults(best, fails) | _halve_numbers(best, fails)
@@ -136,11 +139,14 @@ def _toml_value(v: Any) -> str:
 
 
 def _fault_table(f: Fault) -> list[str]:
-    lines = ["[[faults]]", f"at_ms = {_toml_value(f.at_ms)}", f"kind = {_toml_value(f.kind)}"]
+    lines = ["[[faults]]"] + ([f"# from {f.source}"] if f.source else []) + [f"at_ms = {_toml_value(f.at_ms)}", f"kind = {_toml_value(f.kind)}"]
     if f.jitter_ms:
         lines.append(f"jitter_ms = {_toml_value(f.jitter_ms)}")
-    if f.kind in ("crash", "restart"):
+    if f.duration_ms:
+        lines.append(f"duration_ms = {_toml_value(f.duration_ms)}")
+    if f.kind in TARGETED:
         lines.append(f"targets = {_toml_value(f.targets)}")
+    lines += [f"{k} = {_toml_value(f.disk[k])}" for k in sorted(f.disk)]
     if f.kind == "crash":
         lines.append(f"mode = {_toml_value(f.mode)}")
         if f.disk_modes:
@@ -160,8 +166,9 @@ def dump_scenario(s: Scenario, comment: str = "") -> str:
     acks = {-1: "all", 1: 1, 0: 0}[p.acks]
     out = [f"# {comment}"] if comment else []
     out += ["[scenario]", f"name = {_toml_value(s.name)}", f"description = {_toml_value(s.description)}",
-            f"duration_ms = {_toml_value(s.duration_ms)}", "", "[cluster]", f"brokers = {s.brokers}", "",
-            "[cluster.config]"]
+            f"duration_ms = {_toml_value(s.duration_ms)}", "", "[cluster]", f"brokers = {s.brokers}"]
+    out += [f"racks = {_toml_value(s.racks)}"] if s.racks else []
+    out += ["", "[cluster.config]"]
     out += [f"{json.dumps(k)} = {_toml_value(v)}" for k, v in sorted(s.broker_config.items())] + [""]
     for t in s.topics:
         out += ["[[topics]]", f"name = {_toml_value(t.name)}", f"partitions = {t.partitions}",

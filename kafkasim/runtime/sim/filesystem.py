@@ -52,6 +52,7 @@ from kafkasim.runtime.api import FileHandle, FileSystem, NodeDead
 from kafkasim.runtime.rng import SeededRng
 from kafkasim.runtime.sim.kernel import Owner, SimKernel
 
+DEFAULT_FSYNC_MS = (0.2, 2.0)  # fsync latency range of a healthy disk
 SECTOR_BYTES = 512
 PAGE_BYTES = 4096
 CRASH_MODES = ("keep_all", "drop_all", "prefix", "torn_sector", "torn_page", "reorder",
@@ -179,7 +180,7 @@ class SimDisk:
         self.durable_files: dict[str, SimFile] = {}
         self.durable_dirs: set[str] = {""}
         self.journal: list[EntryOp] = []
-        self.fsync_ms: tuple[float, float] = (0.2, 2.0)
+        self.fsync_ms: tuple[float, float] = DEFAULT_FSYNC_MS
         self.faults = DiskFaults()
         # Restrict a power loss to these crash modes (None: all); a harness / test knob.
         self.crash_modes: Optional[tuple[str, ...]] = None
@@ -201,6 +202,24 @@ class SimDisk:
     @read_bitflip_rate.setter
     def read_bitflip_rate(self, rate: float) -> None:
         self.faults.read_bitflip_rate = rate
+
+    def used_bytes(self) -> int:
+        """Materialized bytes of every file (a file reachable under two names counts once)."""
+        return sum(len(g.data) for g in {id(g): g for g in self.files.values()}.values())
+
+    def clear_faults(self) -> None:
+        """A healthy disk again: no EIO, no capacity limit, no bit flips, normal fsync latency."""
+        self.faults = DiskFaults()
+        self.fsync_ms = DEFAULT_FSYNC_MS
+        self.on_event("disk_faults_cleared", {"disk": self.name})
+
+    def corrupt_random(self, rng: SeededRng, bits: int, suffix: str = ".log") -> None:
+        """Latent corruption: flip `bits` stored bits at random places of the files named
+        *suffix (chosen in path order from `rng`, so the choice is a function of the seed)."""
+        paths = sorted(p for p, f in self.files.items() if p.endswith(suffix) and f.size > 0)
+        for _ in range(bits if paths else 0):
+            path = rng.choice(paths)
+            self.corrupt(path, rng.randint(0, self.files[path].size - 1), rng.randint(0, 7))
 
     def fail_next_write(self, n: int = 1) -> None:
         self.faults.fail_next_writes += n
@@ -239,7 +258,7 @@ class SimDisk:
         cap = self.faults.capacity_bytes
         if cap is None:
             return n
-        used = sum(len(g.data) for g in {id(g): g for g in self.files.values()}.values())
+        used = self.used_bytes()
         growth = max(0, pos + n - len(f.data))
         free = cap - used
         if growth <= free:

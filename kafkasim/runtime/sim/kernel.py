@@ -62,13 +62,27 @@ class SimAwait:
 
 
 class Owner:
-    """What owns tasks and timers: a node (or the world itself). Killing it stops them all."""
+    """What owns tasks and timers: a node (or the world itself). Killing it stops them all.
+
+    Pausing it (SIGSTOP, a long GC pause) stops it running without killing anything: every
+    task step and timer that comes due meanwhile is held, in the order it came due, and
+    released in that order on resume. Its sockets stay open (bytes arriving are buffered,
+    unread) and its ZooKeeper pings stop, so a long pause expires its session."""
 
     def __init__(self, name: str) -> None:
         self.name = name
         self.alive = True
+        self.paused = False
+        self.held: list[Callable[[], None]] = []  # work that came due while paused, in order
         self.tasks: dict[int, SimTask] = {}  # insertion-ordered: kill order is deterministic
         self._next_task_id = 0
+
+    def hold_if_paused(self, fn: Callable[[], None]) -> bool:
+        """If paused, keep `fn` for the resume and answer True (the caller must not run it)."""
+        if self.paused and self.alive:
+            self.held.append(fn)
+            return True
+        return False
 
     def next_task_id(self) -> int:
         self._next_task_id += 1
@@ -131,6 +145,9 @@ class SimTask(Task):
         self._waiting = None
         if not self._owner.alive:
             self.kill()
+            return
+        if self._owner.hold_if_paused(lambda: self._step(ev)):
+            self._waiting = ev  # still this task's wait: a cancel meanwhile supersedes it
             return
         ok, value = ev._ok, ev._value
         if not ok:
@@ -229,6 +246,8 @@ class SimKernel:
         def fire(_ev: simpy.Event) -> None:
             if timer._cancelled or not owner.alive:
                 return
+            if owner.hold_if_paused(lambda: fire(_ev)):
+                return
             prev, self.current = self.current, owner
             try:
                 fn()
@@ -239,6 +258,17 @@ class SimKernel:
 
         self.env.timeout(max(0.0, ms)).callbacks.append(fire)
         return timer
+
+    def pause(self, owner: Owner) -> None:
+        owner.paused = True
+
+    def resume(self, owner: Owner) -> None:
+        """Release what was held, in order, each as an event of the current instant (so it runs
+        as any due event does, after the caller returns)."""
+        owner.paused = False
+        held, owner.held = owner.held, []
+        for fn in held:
+            self.env.timeout(0).callbacks.append(lambda _e, fn=fn: fn())
 
     async def wait_first(self, items: Iterable[Future[Any] | Task], timeout_ms: Optional[float]) -> Optional[int]:
         events = [_event_of(it) for it in items]

@@ -166,7 +166,9 @@ class SimNetwork:
         self.rng = rng
         self.latency_ms = latency_ms
         self.listeners: dict[tuple[str, int], SimServer] = {}
-        self.blocked: set[tuple[str, str]] = set()  # one-way: (src, dst)
+        # One-way cuts (src, dst) -> how many faults hold it: overlapping faults each undo only
+        # their own cut, so the path comes back when the last one lifts.
+        self.blocked: dict[tuple[str, str], int] = {}
         self.clog_ms: dict[tuple[str, str], float] = {}
         self.streams: dict[str, list[SimStream]] = {}
         self._ports: dict[str, int] = {}
@@ -181,13 +183,30 @@ class SimNetwork:
         return lo + (hi - lo) * self.rng.random() + self.clog_ms.get((src, dst), 0.0)
 
     def block(self, src: str, dst: str) -> None:
-        self.blocked.add((src, dst))
+        self.blocked[(src, dst)] = self.blocked.get((src, dst), 0) + 1
+
+    def unblock(self, src: str, dst: str) -> None:
+        n = self.blocked.get((src, dst), 0) - 1
+        if n > 0:
+            self.blocked[(src, dst)] = n
+        else:
+            self.blocked.pop((src, dst), None)
 
     def partition(self, side_a: list[str], side_b: list[str]) -> None:
         for a in side_a:
             for b in side_b:
-                self.blocked.add((a, b))
-                self.blocked.add((b, a))
+                self.block(a, b)
+                self.block(b, a)
+
+    def unpartition(self, side_a: list[str], side_b: list[str]) -> None:
+        """Lift one earlier partition(side_a, side_b)."""
+        for a in side_a:
+            for b in side_b:
+                self.unblock(a, b)
+                self.unblock(b, a)
+
+    def unclog(self, src: str, dst: str) -> None:
+        self.clog_ms.pop((src, dst), None)
 
     def heal(self) -> None:
         self.blocked.clear()

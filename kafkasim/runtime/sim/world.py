@@ -133,6 +133,7 @@ class SimNode:
             return
         self.world.emit(self.name, "node_crash", {"mode": mode, "incarnation": self.incarnation})
         self.owner.alive = False
+        self.owner.paused, self.owner.held = False, []  # a paused process can be killed too
         # The network first: streams die as the machine does (power: unsent data lost; kill: RST
         # after the queued data) before any `finally` of a killed task could close them politely.
         self.world.net.host_crashed(self.name, notify_peers=(mode == "kill"))
@@ -140,6 +141,23 @@ class SimNode:
             task.kill()
         if mode == "power":
             self.disk.crash()
+
+    @property
+    def paused(self) -> bool:
+        return self.owner.paused
+
+    def pause(self) -> None:
+        """SIGSTOP: the process stops running (see Owner); nothing is lost."""
+        if not self.owner.alive or self.owner.paused:
+            return
+        self.world.emit(self.name, "node_pause", {"incarnation": self.incarnation})
+        self.world.kernel.pause(self.owner)
+
+    def resume(self) -> None:
+        if not self.owner.alive or not self.owner.paused:
+            return
+        self.world.emit(self.name, "node_resume", {"incarnation": self.incarnation, "held": len(self.owner.held)})
+        self.world.kernel.resume(self.owner)
 
     def restart(self) -> SimNodeRuntime:
         if self.owner.alive:

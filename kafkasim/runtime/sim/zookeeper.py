@@ -47,6 +47,15 @@ class SimZooKeeperServer:
         self.on_event("zk_session_expired", {"session": sid})
         self.deliver(self.store.close_session(sid))
 
+    def expire_host(self, host: str) -> list[int]:
+        """Expire every open session of the clients on `host` now (as Kafka's tests expire a
+        broker's session); the sessions expired, in id order."""
+        sids = [sid for sid, c in sorted(self.clients.items()) if c.host == host and not c._closed
+                and sid not in self.expired]
+        for sid in sids:
+            self.expire(sid)
+        return sids
+
     def deliver(self, firings: list[Firing]) -> None:
         for f in firings:
             client = self.clients.get(f.session_id)
@@ -126,6 +135,8 @@ class SimZkClient(ZkClient):
 
     def _call(self, watcher: Watcher, event: WatchEvent) -> None:
         if not self.owner.alive or self._closed:
+            return
+        if self.owner.hold_if_paused(lambda: self._call(watcher, event)):
             return
         prev, self.server.kernel.current = self.server.kernel.current, self.owner
         try:

@@ -1,0 +1,168 @@
+"""Injecting the fault schedule into a simulated world (kafkasim/harness/faults.py describes
+the kinds). Each fault is traced as a "fault" event when it fires, with the nodes its role targets
+resolved to; a fault with duration_ms schedules its own undo, traced as "fault_end", which lifts
+exactly what that fault did (its cuts, its clog, its disk knobs, its pause; it restarts the
+nodes it crashed), so faults that overlap do not heal each other.
+"""
+
+from __future__ import annotations
+
+from typing import Callable, Optional
+
+from kafkasim.cluster.sim_cluster import SimCluster, is_role_target
+from kafkasim.harness.faults import Fault
+from kafkasim.harness.scenario import Scenario
+from kafkasim.runtime.sim.kernel import Owner
+from kafkasim.runtime.sim.world import SimWorld
+
+Undo = Optional[Callable[[], None]]
+# Kinds whose targets must be processes (ZooKeeper is a server of the world, not a node).
+PROCESS_KINDS = ("crash", "restart", "disk", "disk_clear", "zk_expire", "pause")
+
+
+def _names(world: SimWorld, cluster: SimCluster, targets: list[str], fresh: bool = True) -> list[str]:
+    out = []
+    for t in targets:
+        name = cluster.resolve(t, fresh)
+        if name is None:
+            world.emit("harness", "fault_target_unresolved", {"target": t})
+        elif name not in out:
+            out.append(name)
+    return out
+
+
+def apply_fault(world: SimWorld, cluster: SimCluster, fault: Fault, harness: Optional[Owner] = None) -> None:
+    """Inject one fault now; role targets resolve now. With duration_ms, schedule its undo."""
+    desc = fault.describe()
+    fresh = fault.kind not in ("restart", "disk_clear")  # these act on whom the role last was
+    targets = _names(world, cluster, fault.targets, fresh)
+    sides = [_names(world, cluster, side) for side in fault.sides]
+    if fault.targets:
+        desc["resolved"] = ",".join(targets)
+    if sides:
+        sides[1] = [n for n in sides[1] if n not in sides[0]]  # two roles may name one node
+        desc["resolved"] = " | ".join(",".join(s) for s in sides)
+    world.emit("harness", "fault", desc)
+    undo = _INJECT[fault.kind](world, cluster, fault, targets, sides)
+    if undo is not None and fault.duration_ms > 0:
+        end = {"kind": fault.kind, "target": desc.get("resolved", desc.get("target", ""))}
+        world.kernel.call_later(harness or Owner("harness"), fault.duration_ms,
+                                lambda: (world.emit("harness", "fault_end", end), undo()))
+
+
+def _crash(world: SimWorld, cluster: SimCluster, f: Fault, targets: list[str], _s: list[list[str]]) -> Undo:
+    for name in targets:
+        if f.disk_modes:  # restrict the power loss to these SimDisk crash modes
+            world.nodes[name].disk.crash_modes = tuple(f.disk_modes)
+        world.nodes[name].crash(f.mode)
+    return lambda: [_restart(world, cluster, n) for n in targets] and None
+
+
+def _restart(world: SimWorld, cluster: SimCluster, name: str) -> None:
+    if name in cluster.servers:
+        cluster.restart(name)
+    elif not world.nodes[name].alive:
+        world.nodes[name].restart()
+
+
+def _restart_all(world: SimWorld, cluster: SimCluster, _f: Fault, targets: list[str], _s: list[list[str]]) -> Undo:
+    for name in targets:
+        _restart(world, cluster, name)
+    return None
+
+
+def _partition(world: SimWorld, _c: SimCluster, _f: Fault, _t: list[str], sides: list[list[str]]) -> Undo:
+    world.net.partition(sides[0], sides[1])
+    return lambda: world.net.unpartition(sides[0], sides[1])
+
+
+def _isolate(world: SimWorld, _c: SimCluster, _f: Fault, targets: list[str], _s: list[list[str]]) -> Undo:
+    cuts = []
+    for name in targets:
+        others = [n for n in sorted(world.nodes) + [world.zookeeper.host] if n != name]
+        world.net.partition([name], others)
+        cuts.append(([name], others))
+    return lambda: [world.net.unpartition(a, b) for a, b in cuts] and None
+
+
+def _block(world: SimWorld, cluster: SimCluster, f: Fault, _t: list[str], _s: list[list[str]]) -> Undo:
+    src, dst = (cluster.resolve(n) or n for n in (f.src, f.dst))
+    world.net.block(src, dst)
+    return lambda: world.net.unblock(src, dst)
+
+
+def _clog(world: SimWorld, cluster: SimCluster, f: Fault, _t: list[str], _s: list[list[str]]) -> Undo:
+    src, dst = (cluster.resolve(n) or n for n in (f.src, f.dst))
+    world.net.clog(src, dst, f.extra_ms)
+    return lambda: world.net.unclog(src, dst)
+
+
+def _heal(world: SimWorld, _c: SimCluster, _f: Fault, _t: list[str], _s: list[list[str]]) -> Undo:
+    world.net.heal()
+    return None
+
+
+def _disk(world: SimWorld, _c: SimCluster, f: Fault, targets: list[str], _s: list[list[str]]) -> Undo:
+    for name in targets:
+        disk = world.nodes[name].disk
+        k = f.disk
+        if "eio_rate" in k:
+            disk.faults.eio_rate = k["eio_rate"]
+        if k.get("enospc"):
+            disk.faults.capacity_bytes = disk.used_bytes() + int(k.get("free_bytes", 0))
+        if "bitflip_rate" in k:
+            disk.faults.read_bitflip_rate = k["bitflip_rate"]
+        if "slow_fsync_ms" in k:
+            ms = k["slow_fsync_ms"]
+            disk.fsync_ms = (0.5 * ms, 1.5 * ms)
+        if k.get("corrupt_bits"):
+            disk.corrupt_random(world.rng(f"fault-corrupt/{name}"), k["corrupt_bits"])
+    return lambda: [world.nodes[n].disk.clear_faults() for n in targets] and None
+
+
+def _disk_clear(world: SimWorld, _c: SimCluster, _f: Fault, targets: list[str], _s: list[list[str]]) -> Undo:
+    for name in targets:
+        world.nodes[name].disk.clear_faults()
+    return None
+
+
+def _zk_expire(world: SimWorld, _c: SimCluster, _f: Fault, targets: list[str], _s: list[list[str]]) -> Undo:
+    for name in targets:
+        world.emit("harness", "zk_expire", {"node": name, "sessions": world.zookeeper.expire_host(name)})
+    return None
+
+
+def _pause(world: SimWorld, _c: SimCluster, _f: Fault, targets: list[str], _s: list[list[str]]) -> Undo:
+    for name in targets:
+        world.nodes[name].pause()
+    return lambda: [world.nodes[n].resume() for n in targets] and None
+
+
+_INJECT: dict[str, Callable[[SimWorld, SimCluster, Fault, list[str], list[list[str]]], Undo]] = {
+    "crash": _crash, "restart": _restart_all, "partition": _partition, "block": _block, "clog": _clog,
+    "heal": _heal, "isolate": _isolate, "disk": _disk, "disk_clear": _disk_clear, "zk_expire": _zk_expire,
+    "pause": _pause,
+}
+
+
+def validate_targets(world: SimWorld, scenario: Scenario) -> None:
+    """Every node a fault names exists (roles resolve later); ZooKeeper is no process to crash."""
+    zk = world.zookeeper.host
+    for f in scenario.faults:
+        for name in f.named_nodes():
+            if name not in world.nodes and name != zk and not is_role_target(name):
+                raise ValueError(f"{scenario.path}: fault targets unknown node {name!r} "
+                                 f"(nodes: {sorted(world.nodes)})")
+            if name == zk and f.kind in PROCESS_KINDS:
+                raise ValueError(f"{scenario.path}: a {f.kind} fault cannot target {zk!r} (only isolate, "
+                                 f"partition, block and clog can)")
+
+
+def schedule_faults(world: SimWorld, scenario: Scenario, cluster: SimCluster) -> None:
+    """Arm every fault of the (concrete) schedule on the harness's timers."""
+    validate_targets(world, scenario)
+    harness = Owner("harness")
+    jitter = world.rng("fault-jitter")  # one draw per fault, in schedule order
+    for fault in scenario.faults:
+        at = fault.at_ms + (jitter.random() * fault.jitter_ms if fault.jitter_ms else 0.0)
+        world.kernel.call_later(harness, at, lambda f=fault: apply_fault(world, cluster, f, harness))
