@@ -25,6 +25,7 @@ from kafkasim.runtime.api import ConnectionClosed, Future, NetworkError, NodeRun
 # The highest version kafkasim's client implements per API.
 CLIENT_MAX_VERSIONS: dict[int, int] = {
     A.API_VERSIONS: 3, A.METADATA: 12, A.PRODUCE: 9, A.FETCH: 12, A.LIST_OFFSETS: 7, A.CREATE_TOPICS: 7,
+    A.INIT_PRODUCER_ID: 4,
 }
 MAX_RESPONSE_BYTES = 100 * 1024 * 1024
 
