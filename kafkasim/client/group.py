@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import struct
 from dataclasses import dataclass, field
-from typing import Any, Optional
+from typing import Any, Callable, Optional
 
 from kafkasim.client.cluster import ClientCluster
 from kafkasim.client.connection import BrokerConnection, ClientError
@@ -333,31 +333,65 @@ class GroupMember:
         self.cluster.close()
 
 
+# Called after each completed rebalance with the generation, the assignment, the committed
+# offsets read back for it (-1: none) and when that OffsetFetch was sent (the workload's history).
+OnAssigned = Callable[[Generation, list[TP], dict[TP, int], float], None]
+
+
 class GroupConsumer:
     """A subscribed consumer: poll() rejoins when needed, fetches the assignment from the
-    committed offsets (or auto.offset.reset), and commit() commits the consumed positions."""
+    committed offsets (or auto.offset.reset), and commit() commits the consumed positions.
+
+    The committed offsets are fetched until the coordinator answers (as Kafka's
+    ConsumerCoordinator.refreshCommittedOffsetsIfNeeded does): starting a partition at
+    auto.offset.reset because one OffsetFetch failed would re-read it from the start and then
+    commit offsets below what the group had committed."""
 
     def __init__(self, rt: NodeRuntime, bootstrap: str, group: GroupConfig, topics: list[str],
-                 consumer_config: Optional[ConsumerConfig] = None, client_id: str = "kafkasim-group-consumer") -> None:
+                 consumer_config: Optional[ConsumerConfig] = None, client_id: str = "kafkasim-group-consumer",
+                 on_assigned: Optional[OnAssigned] = None) -> None:
         self.rt = rt
         self.topics = sorted(topics)
         self.consumer = Consumer(rt, bootstrap, consumer_config, client_id)
         self.member = GroupMember(rt, bootstrap, group, client_id, cluster=self.consumer.cluster)
+        self.on_assigned = on_assigned
+        self.fetch_generation = Generation(-1, "", None, "")  # the last poll's records were fetched in it
 
     async def _rebalance(self) -> None:
-        assignment = await self.member.ensure_active_group(self.topics)
-        self.member.start_heartbeats()
-        await self.consumer.assign(assignment)
-        if assignment:
-            code, committed = await self.member.fetch_committed(assignment)
-            if code == E.NONE:
-                for tp, off in committed.items():
-                    if off >= 0:
-                        self.consumer.seek(tp, off)
+        while self.member.rejoin_needed:
+            assignment = await self.member.ensure_active_group(self.topics)
+            self.member.start_heartbeats()
+            await self.consumer.assign(assignment)
+            sent_ms = self.rt.monotonic_ms()
+            committed = await self._fetch_committed(assignment) if assignment else {}
+            if committed is None:
+                continue  # the generation ended while fetching: join again
+            for tp, off in committed.items():
+                if off >= 0:
+                    self.consumer.seek(tp, off)
+            if self.on_assigned is not None:
+                self.on_assigned(self.member.generation, assignment, committed, sent_ms)
+
+    async def _fetch_committed(self, tps: list[TP]) -> Optional[dict[TP, int]]:
+        """The committed offsets of `tps`, retried until answered; None if a rebalance began."""
+        while not self.member.rejoin_needed:
+            try:
+                code, committed = await self.member.fetch_committed(tps)
+                if code == E.NONE:
+                    return committed
+                if code in REJOIN_ERRORS:
+                    self.member._handle_error(code)
+                elif code in (E.COORDINATOR_NOT_AVAILABLE, E.NOT_COORDINATOR):
+                    self.member._mark_coordinator_dead()  # find it again; COORDINATOR_LOAD_IN_PROGRESS: wait
+            except (NetworkError, RuntimeTimeout, ClientError):
+                self.member._mark_coordinator_dead()
+            await self.rt.sleep(self.member.config.retry_backoff_ms)
+        return None
 
     async def poll(self) -> list[ConsumedRecord]:
         if self.member.rejoin_needed:
             await self._rebalance()
+        self.fetch_generation = self.member.generation
         if not self.consumer.positions:
             await self.rt.sleep(self.consumer.config.fetch_max_wait_ms)
             return []

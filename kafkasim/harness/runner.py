@@ -16,6 +16,7 @@ from kafkasim.client.cluster import ClientCluster
 from kafkasim.cluster.sim_cluster import SimCluster
 from kafkasim.harness.checkers import Anomaly, CheckResult, check_all
 from kafkasim.harness.godseye import check_replicas, failover_times
+from kafkasim.harness.group_workload import GroupRun, Slot, StartMember, member_starter, run_churn
 from kafkasim.harness.inject import schedule_faults
 from kafkasim.harness.nemesis import with_concrete_faults
 from kafkasim.harness.scenario import Scenario
@@ -64,12 +65,44 @@ def build_world(scenario: Scenario, seed: int, trace_out: Any, history: History
         node = world.add_node(f"producer-{i}")
         node.runtime.spawn(_after(ready, run_producer(node.runtime, bootstrap, topic, scenario.producer,
                                                       node.name, history)), name="producer")
+    if scenario.consumer.group:
+        finals.append(_spawn_group(world, scenario, bootstrap, ready, history))
+        return world, finals, cluster
     for i in range(scenario.consumer.count):
         node = world.add_node(f"consumer-{i}")
         finals.append(node.runtime.spawn(_after(ready, run_consumer(
             node.runtime, bootstrap, topic, scenario.consumer, node.name, history, scenario.producer.count)),
             name="consumer"))
     return world, finals, cluster
+
+
+class _SimMemberHost:
+    """The churn driver's hands on the members' simulated machines."""
+
+    def __init__(self, world: SimWorld, ready: Any, start: StartMember) -> None:
+        self.world, self.ready, self._start = world, ready, start
+
+    def start(self, process: str) -> None:
+        rt = self.world.nodes[process].runtime
+        rt.spawn(_after(self.ready, self._start(rt, process)), name="group member")
+
+    def crash(self, process: str) -> None:
+        self.world.nodes[process].crash("kill")
+
+    def restart(self, process: str) -> None:
+        self.world.nodes[process].restart()
+
+
+def _spawn_group(world: SimWorld, scenario: Scenario, bootstrap: str, ready: Any, history: History) -> Any:
+    """Group members consumer-0..N-1 and the group's churn driver, whose task ends the run."""
+    run = GroupRun(scenario.consumer, scenario.topics[0].name, scenario.producer.count, history)
+    host = _SimMemberHost(world, ready, member_starter(bootstrap, run))
+    for i in range(scenario.consumer.count):
+        node = world.add_node(f"consumer-{i}")
+        run.slots[node.name] = Slot(node.name)
+        host.start(node.name)
+    driver = world.add_node(f"group-{scenario.consumer.group}")
+    return driver.runtime.spawn(_after(ready, run_churn(driver.runtime, run, host)), name="group driver")
 
 
 async def _after(ready: Any, coro: Any) -> Any:

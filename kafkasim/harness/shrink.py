@@ -160,6 +160,23 @@ def _fault_table(f: Fault) -> list[str]:
     return lines + [""]
 
 
+def _value_bytes(p: Any) -> str:
+    return f"[{p.value_bytes}, {p.value_bytes_max}]" if p.value_bytes_max else str(p.value_bytes)
+
+
+def _group_lines(s: Scenario) -> list[str]:
+    """A consumer group's keys (only with a group: the loader refuses them without one)."""
+    c = s.consumer
+    if not c.group:
+        return []
+    return [f"group = {_toml_value(c.group)}", f"commit = {_toml_value(c.commit)}",
+            f"commit_interval_ms = {_toml_value(c.commit_interval_ms)}",
+            f"churn_interval_ms = {_toml_value(c.churn_interval_ms)}", f"churn = {_toml_value(c.churn)}",
+            f"churn_until_ms = {_toml_value(c.churn_until_ms)}", f"crash_restart_ms = {_toml_value(c.crash_restart_ms)}",
+            f"session_timeout_ms = {c.session_timeout_ms}", f"heartbeat_interval_ms = {c.heartbeat_interval_ms}",
+            f"rebalance_timeout_ms = {c.rebalance_timeout_ms}"]
+
+
 def dump_scenario(s: Scenario, comment: str = "") -> str:
     """The scenario as TOML that load_scenario reads back to an equal Scenario."""
     p, c = s.producer, s.consumer
@@ -178,10 +195,12 @@ def dump_scenario(s: Scenario, comment: str = "") -> str:
                 + [""]
     out += ["[workload.producer]", f"count = {p.count}", f"messages = {p.messages}",
             f"rate_per_s = {_toml_value(p.rate_per_s)}", f"acks = {_toml_value(acks)}", f"key_space = {p.key_space}",
-            f"value_bytes = {p.value_bytes}", f"compression = {_toml_value(p.compression)}",
-            f"linger_ms = {_toml_value(p.linger_ms)}", "", "[workload.consumer]", f"count = {c.count}",
-            f"fetch_max_wait_ms = {c.fetch_max_wait_ms}", "", "[network]",
-            f"latency_ms = {_toml_value(list(s.latency_ms))}", ""]
+            f"value_bytes = {_value_bytes(p)}", f"compression = {_toml_value(p.compression)}",
+            f"linger_ms = {_toml_value(p.linger_ms)}", f"idempotence = {_toml_value(p.idempotence)}",
+            f"key_distribution = {_toml_value(p.key_distribution)}",
+            f"request_timeout_ms = {_toml_value(p.request_timeout_ms)}", "", "[workload.consumer]",
+            f"count = {c.count}", f"fetch_max_wait_ms = {c.fetch_max_wait_ms}"] + _group_lines(s) + [
+            "", "[network]", f"latency_ms = {_toml_value(list(s.latency_ms))}", ""]
     for f in s.faults:
         out += _fault_table(f)
     out += ["[heal]", f"liveness_ms = {_toml_value(s.liveness_ms)}", "", "[guarantees]",

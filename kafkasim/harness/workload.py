@@ -1,10 +1,14 @@
 """Workload clients: producers and consumers built on kafkasim's own client, recording a
 Jepsen-style history. The same coroutines run in the simulated world (the scenario runner) and
-against a real broker (`kafkasim load`)."""
+against a real broker (`kafkasim load`). Consumer-group members and their churn are in
+group_workload.py; their history records (assignments, commits, OffsetFetch answers, membership
+events) are defined here with the rest of the history."""
 
 from __future__ import annotations
 
+from bisect import bisect_left
 from dataclasses import dataclass, field
+from itertools import accumulate
 from typing import Any, Optional
 
 from kafkasim.client.consumer import Consumer, ConsumerConfig
@@ -35,6 +39,52 @@ class Poll:
     partition: int
     offset: int
     value: str
+    member_id: str = ""   # group members: the member and generation the fetch was made in
+    generation: int = -1
+    group: str = ""
+
+
+@dataclass
+class Assignment:
+    """A group member completed a rebalance: its generation and the partitions assigned."""
+    group: str
+    process: str
+    member_id: str
+    generation: int
+    partitions: list[int]
+    at_ms: float
+
+
+@dataclass
+class Commit:
+    group: str
+    process: str
+    member_id: str
+    generation: int
+    offsets: dict[int, int]        # partition -> committed offset (the next one to read)
+    invoke_ms: float
+    complete_ms: float = -1.0
+    acked: Optional[bool] = None   # True: the broker answered NONE for every partition; None: no answer
+    errors: dict[int, int] = field(default_factory=dict)
+
+
+@dataclass
+class OffsetRead:
+    """An OffsetFetch answer: the group's committed offsets (-1: none) as the broker reported them."""
+    group: str
+    process: str
+    sent_ms: float
+    at_ms: float
+    offsets: dict[int, int]
+
+
+@dataclass
+class MemberEvent:
+    group: str
+    process: str
+    kind: str          # start | leave | crash | restart | done
+    at_ms: float
+    member_id: str = ""
 
 
 @dataclass
@@ -42,6 +92,13 @@ class History:
     sends: list[Send] = field(default_factory=list)
     polls: list[Poll] = field(default_factory=list)
     producers_done: int = 0
+    assignments: list[Assignment] = field(default_factory=list)
+    commits: list[Commit] = field(default_factory=list)
+    offset_reads: list[OffsetRead] = field(default_factory=list)
+    member_events: list[MemberEvent] = field(default_factory=list)
+
+    def sends_resolved(self, producers: int) -> bool:
+        return self.producers_done >= producers and all(s.ok is not None for s in self.sends)
 
     def acked(self) -> list[Send]:
         return [s for s in self.sends if s.ok]
@@ -52,17 +109,43 @@ def make_value(process: str, i: int, size: int) -> bytes:
     return head + b"." * max(0, size - len(head))
 
 
+class KeyChooser:
+    """Keys k0..k{N-1}: uniform (one randint per key, as before), or Zipf with exponent 1 —
+    key i has weight 1/(i+1), drawn by inverting the cumulative weights with one random()."""
+
+    def __init__(self, spec: ProducerSpec, rng: Any) -> None:
+        self.spec, self.rng = spec, rng
+        self._cumulative = list(accumulate(1.0 / (i + 1) for i in range(spec.key_space))) \
+            if spec.key_distribution == "zipf" else []
+
+    def next(self) -> Optional[str]:
+        if not self.spec.key_space:
+            return None
+        if not self._cumulative:
+            return f"k{self.rng.randint(0, self.spec.key_space - 1)}"
+        x = self.rng.random() * self._cumulative[-1]
+        return f"k{min(bisect_left(self._cumulative, x), self.spec.key_space - 1)}"
+
+
+def value_size(spec: ProducerSpec, rng: Any) -> int:
+    if spec.value_bytes_max > spec.value_bytes:
+        return int(rng.randint(spec.value_bytes, spec.value_bytes_max))
+    return spec.value_bytes
+
+
 async def run_producer(rt: NodeRuntime, bootstrap: str, topic: str, spec: ProducerSpec, process: str,
                        history: History) -> None:
-    cfg = ProducerConfig(acks=spec.acks, linger_ms=spec.linger_ms, compression=spec.compression)
+    cfg = ProducerConfig(acks=spec.acks, linger_ms=spec.linger_ms, compression=spec.compression,
+                         idempotence=spec.idempotence, request_timeout_ms=spec.request_timeout_ms)
     producer = Producer(rt, bootstrap, cfg, client_id=process)
     await producer.start([topic])
     rng = rt.rng(f"workload/{process}")
+    keys = KeyChooser(spec, rng)
     interval_ms = 1000.0 / spec.rate_per_s
     pending = []
     for i in range(spec.messages):
-        key = f"k{rng.randint(0, spec.key_space - 1)}" if spec.key_space else None
-        value = make_value(process, i, spec.value_bytes)
+        key = keys.next()
+        value = make_value(process, i, value_size(spec, rng))
         send = Send(process, value.split(b".", 1)[0].decode(), key, rt.monotonic_ms())
         history.sends.append(send)
         fut = producer.send(topic, value, key.encode() if key else None)
@@ -72,7 +155,11 @@ async def run_producer(rt: NodeRuntime, bootstrap: str, topic: str, spec: Produc
     for _, fut in pending:
         await fut
     history.producers_done += 1
-    rt.trace("producer_done", process=process, sent=spec.messages)
+    if spec.idempotence:
+        rt.trace("producer_done", process=process, sent=spec.messages, retries=producer.stats.retries,
+                 epoch_bumps=producer.stats.epoch_bumps)
+    else:
+        rt.trace("producer_done", process=process, sent=spec.messages)
 
 
 async def _complete(rt: NodeRuntime, send: Send, fut: Any) -> None:
@@ -97,6 +184,6 @@ async def run_consumer(rt: NodeRuntime, bootstrap: str, topic: str, spec: Consum
         if records:
             rt.trace("poll", process=process, records=len(records),
                      first=[records[0].partition, records[0].offset], last=[records[-1].partition, records[-1].offset])
-        done = history.producers_done >= producers and all(s.ok is not None for s in history.sends)
+        done = history.sends_resolved(producers)
         idle = idle + 1 if (done and not records) else 0
     rt.trace("consumer_done", process=process, polled=len([p for p in history.polls if p.process == process]))
