@@ -6,6 +6,30 @@ from dataclasses import dataclass, field, fields
 from typing import Any
 
 from kafkasim.storage.log import LogConfig
+from kafkasim.storage.log_manager import LogManagerConfig
+
+# Broker key -> LogConfig field, for the keys KafkaConfig maps one to one onto a topic config
+# (log.segment.bytes, log.flush.interval.messages and message.max.bytes are BrokerConfig fields).
+_LOG_KEYS = {
+    "log.roll.jitter.ms": "segment_jitter_ms",
+    "log.index.size.max.bytes": "segment_index_bytes",
+    "log.index.interval.bytes": "index_interval_bytes",
+    "log.flush.interval.ms": "flush_ms",
+    "log.retention.bytes": "retention_bytes",
+    "log.cleanup.policy": "cleanup_policy",
+    "log.cleaner.delete.retention.ms": "delete_retention_ms",
+    "log.cleaner.min.compaction.lag.ms": "min_compaction_lag_ms",
+    "log.cleaner.max.compaction.lag.ms": "max_compaction_lag_ms",
+    "log.cleaner.min.cleanable.ratio": "min_cleanable_dirty_ratio",
+    "log.segment.delete.delay.ms": "file_delete_delay_ms",
+    "log.preallocate": "preallocate",
+}
+# Durations Kafka accepts in several units; the finest unit given wins (KafkaConfig.logRetentionTimeMillis,
+# logRollTimeMillis): key -> (field, [(key, ms per unit), ...] finest first).
+_LOG_DURATIONS = {
+    "retention_ms": [("log.retention.ms", 1), ("log.retention.minutes", 60000), ("log.retention.hours", 3600000)],
+    "segment_ms": [("log.roll.ms", 1), ("log.roll.hours", 3600000)],
+}
 
 
 @dataclass
@@ -43,9 +67,17 @@ class BrokerConfig:
     extra: dict[str, Any] = field(default_factory=dict)
 
     def log_config(self) -> LogConfig:
-        return LogConfig(segment_bytes=self.log_segment_bytes,
-                         flush_messages=self.log_flush_interval_messages,
-                         max_message_bytes=self.message_max_bytes)
+        """The broker-wide defaults of every log (Kafka's LogConfig built from KafkaConfig's
+        log.* keys); topic configs override them per topic."""
+        cfg = LogConfig(segment_bytes=self.log_segment_bytes, flush_messages=self.log_flush_interval_messages,
+                        max_message_bytes=self.message_max_bytes)
+        for field_name, value in _broker_log_defaults(self.extra).items():
+            setattr(cfg, field_name, _as_type(value, type(getattr(cfg, field_name))))
+        return cfg
+
+    def log_manager_config(self) -> LogManagerConfig:
+        """log.retention.check.interval.ms, log.cleaner.enable, ... for the LogManager."""
+        return LogManagerConfig.from_properties(self.extra)
 
     @classmethod
     def from_properties(cls, props: dict[str, Any]) -> "BrokerConfig":
@@ -66,6 +98,24 @@ class BrokerConfig:
             if isinstance(value, str):
                 kwargs[name] = _parse_value(value, str(types[name]))
         return cls(**kwargs, extra=extra)
+
+
+def _broker_log_defaults(extra: dict[str, Any]) -> dict[str, Any]:
+    out = {name: extra[key] for key, name in _LOG_KEYS.items() if key in extra}
+    for name, units in _LOG_DURATIONS.items():
+        for key, scale in units:
+            if key in extra:
+                # log.retention.ms = -1 means unlimited, in every unit.
+                value = int(extra[key])
+                out[name] = value if value < 0 else value * scale
+                break
+    return out
+
+
+def _as_type(value: Any, kind: type) -> Any:
+    if kind is bool:
+        return value if isinstance(value, bool) else str(value).lower() == "true"
+    return kind(value)
 
 
 def _parse_value(value: str, type_name: str) -> Any:

@@ -33,7 +33,7 @@ from kafkasim.broker.replica_fetcher import PartitionFetchState, ReplicaFetcherM
 from kafkasim.protocol import errors as E
 from kafkasim.runtime.api import FileSystem, NodeRuntime, Task
 from kafkasim.storage.log import AppendInfo, KafkaStorageError, LogConfig
-from kafkasim.storage.log_manager import LogManager
+from kafkasim.storage.log_manager import LogManager, LogManagerConfig
 
 if TYPE_CHECKING:
     from kafkasim.broker.metadata_cache import MetadataCache
@@ -104,6 +104,7 @@ class ReplicaManager:
     resignation_listeners: list[Callable[[str, int, Optional[int]], None]] = field(default_factory=list)
 
     log_manager: Optional[LogManager] = None
+    log_manager_config: Optional[LogManagerConfig] = None  # log.retention.check.interval.ms, log.cleaner.*
     broker_id: int = 0
     broker_epoch: int = -1
     controller_epoch: int = 0       # KafkaController.InitialControllerEpoch
@@ -122,7 +123,7 @@ class ReplicaManager:
 
     def __post_init__(self) -> None:
         if self.log_manager is None:
-            self.log_manager = LogManager(self.rt, self.log_dir, self.log_config)
+            self.log_manager = LogManager(self.rt, self.log_dir, self.log_config, self.log_manager_config)
         self.fetcher_manager = ReplicaFetcherManager(self)
         self.alter_partition_manager = AlterPartitionManager(self)
         self._isr_task: Optional[Task] = None

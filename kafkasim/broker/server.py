@@ -66,6 +66,7 @@ class KafkaServer:
         self.config = config
         self.metadata_cache = MetadataCache()
         self.replica_manager = ReplicaManager(rt, config.log_dir, config.log_config(),
+                                              log_manager_config=config.log_manager_config(),
                                               replication=_replication_config(config))
         self.replica_manager.metadata = self.metadata_cache
         self.apis = KafkaApis(self)
