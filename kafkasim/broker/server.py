@@ -242,6 +242,9 @@ class KafkaServer:
         if self.config.extra.get("controlled.shutdown.enable", True) not in (False, "false"):
             await self._controlled_shutdown()
         self.socket_server.stop()
+        # As KafkaServer.shutdown: the group coordinator stops (its expiration timers and
+        # purgatories with it) before the replica manager closes the logs it writes to.
+        self.apis.group_coordinator.shutdown()
         if self.controller is not None:
             await self.controller.shutdown()
         await self.replica_manager.shutdown()
