@@ -29,6 +29,7 @@ from dataclasses import dataclass, field
 from typing import Any, Callable, Optional
 
 from kafkasim.broker.producer_state import ProducerStateError, ProducerStateManager
+from kafkasim.harness import bugs
 from kafkasim.protocol import errors as E
 from kafkasim.records.batch import MAGIC_VALUE_V2, BatchHeader, iter_batches, peek_magic
 from kafkasim.records.errors import CorruptReason, CorruptRecordError
@@ -333,6 +334,8 @@ class Partition:
                        and r.is_caught_up(leo, now, self.replica_lag_time_max_ms))
             if r.broker_id in maximal or joining:
                 new_hw = min(new_hw, r.log_end_offset if known else old)
+        if bugs.on("hw-before-isr"):
+            new_hw = leo  # seeded bug: the ISR is not waited for
         if new_hw <= old:
             return False
         self.log.update_high_watermark(new_hw)

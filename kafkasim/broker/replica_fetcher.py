@@ -36,6 +36,7 @@ from typing import TYPE_CHECKING, Any, Optional
 
 from kafkasim.broker import zk_data as Z
 from kafkasim.broker.network_client import NetworkClient
+from kafkasim.harness import bugs
 from kafkasim.protocol import errors as E
 from kafkasim.protocol.messages.fetch import FetchRequest
 from kafkasim.protocol.messages.list_offsets import ListOffsetsRequest
@@ -154,6 +155,9 @@ class ReplicaFetcherThread:
         requests: dict[TopicPartition, int] = {}
         for tp in tps:
             p = self._partition(tp)
+            if p is not None and bugs.on("skip-follower-truncation"):
+                self._fetching_from(tp, p.log.log_end_offset)  # seeded bug: keep a diverged suffix
+                continue
             if p is None:
                 self.partitions.pop(tp, None)
                 continue

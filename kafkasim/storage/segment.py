@@ -27,6 +27,7 @@ from typing import Iterator, Optional
 
 import crc32c as _crc32c  # the C implementation records.crc wraps; called bare on the hot path
 
+from kafkasim.harness import bugs
 from kafkasim.records.batch import LOG_OVERHEAD, MAGIC_VALUE_V2, MIN_BATCH_LENGTH, decode_batch_records
 from kafkasim.runtime.api import FileHandle, FileSystem
 from kafkasim.storage.file_records import FileRegion
@@ -433,6 +434,7 @@ class _RecoveryScan:
         last_index_entry, latest_epoch = self.last_index_entry, self.latest_epoch
         offset_entries, time_entries = self.offset_entries, self.time_entries
         reason = ""
+        check_crc = not bugs.on("skip-recovery-crc")  # seeded bug: torn batches with intact headers kept
         if self.first_max_ts is None and n >= HEADER_PREFIX and length_of(chunk, 8)[0] >= MIN_BATCH_LENGTH:
             self.first_max_ts = _HDR.unpack_from(chunk, 0)[8]
         while i + LOG_OVERHEAD <= n:
@@ -454,7 +456,7 @@ class _RecoveryScan:
             if magic != MAGIC_VALUE_V2:
                 reason = "bad_magic"
                 break
-            if crc_of(view[i + 21:i + size]) != crc:
+            if check_crc and crc_of(view[i + 21:i + size]) != crc:
                 reason = "crc_mismatch"
                 break
             last = base + lod

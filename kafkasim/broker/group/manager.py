@@ -41,6 +41,7 @@ from kafkasim.broker.group.metadata import (CommitRecordMetadataAndOffset, Group
                                             MemberMetadata, OffsetAndMetadata, TopicPartition)
 from kafkasim.broker.metadata_cache import MetadataCache
 from kafkasim.broker.replica_manager import ReplicaManager
+from kafkasim.harness import bugs
 from kafkasim.protocol import errors as E
 from kafkasim.protocol.messages.consumer_offsets import (GroupMetadataKey, GroupMetadataValue, OffsetCommitKey,
                                                          OffsetCommitValue)
@@ -352,7 +353,8 @@ class GroupMetadataManager:
         records = [Record(now, offset_commit_key(group.group_id, tp), offset_commit_value(om))
                    for tp, om in filtered.items()]
         group.prepare_offset_commit(filtered)
-        code, base_offset = await self._append(partition, records, required_acks=-1)
+        acks = 1 if bugs.on("commit-before-replicated") else -1  # seeded bug: ack before replication
+        code, base_offset = await self._append(partition, records, required_acks=acks)
         if code == E.NONE:
             if not group.is_state(GroupState.DEAD):
                 for tp, om in filtered.items():
