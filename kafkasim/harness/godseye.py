@@ -12,16 +12,39 @@ below the high watermark — that is what admitting it to the ISR promised.
 
 The check compares batch headers (the CRC covers every byte after it), reading each log
 through the broker's own Log object, so it sees what that broker would serve.
+
+recovered-not-prefix / unwritten-bytes (RecoveryWatch): when a broker crashes, the watch takes
+— before the crash takes effect — every partition's log as the broker had it (L: its .log files'
+batches) and every batch any of its files could bring back (W: the current bytes, the durable
+bytes and each write not yet fsynced — a truncation the broker never fsynced can be undone by a
+power loss, so what it cut is in W too). When the broker has recovered its logs (its
+broker_started, which comes before it processes any request, so before replication resumes) the
+recovered log R must be L's prefix followed only by batches the broker legitimately truncated
+(in W, not in L), and every batch of R must be in W: a recovered batch nobody wrote — a torn
+body under an intact header, zeros or garbage that parse — is unwritten-bytes. Batches are
+compared by offsets, leader epoch and the CRC-32C of their bytes as they are on disk. Segments
+below the pre-crash log start (a retention delete the power loss undid) are ignored; compacted
+logs get only the unwritten-bytes check (the cleaner rewrites batches).
+
+The watchers see the simulation through one tap on SimWorld.emit (`listen`), which runs on
+every trace event, synchronously, before the event's cause proceeds; they read SimDisk and
+broker state directly and never call the node's runtime (no seeded draws, no fault injection),
+so checking never changes a run's trace.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import Any, Optional
+import struct
+from dataclasses import dataclass, field
+from typing import Any, Callable, Optional
 
 from kafkasim.cluster.sim_cluster import SimCluster
 from kafkasim.harness.checkers import Anomaly, CheckResult
-from kafkasim.records.batch import iter_batches
+from kafkasim.harness.invariants import InvariantMonitor
+from kafkasim.records.batch import LOG_OVERHEAD, MAGIC_VALUE_V2, MIN_BATCH_LENGTH, iter_batches
+from kafkasim.records.crc import crc32c
+from kafkasim.runtime.sim.filesystem import SimDisk, SimFile
+from kafkasim.runtime.sim.world import SimWorld
 
 READ_CHUNK_BYTES = 1 << 20
 
@@ -139,3 +162,230 @@ def failover_times(trace_path: str) -> list[dict[str, Any]]:
                 if led:
                     pending.append({"node": ev["node"], "crash_ms": ev["t"], "led": led})
     return out
+
+
+# ==================================================================== the event tap
+Listener = Callable[[str, str, dict[str, Any]], None]
+
+
+def listen(world: SimWorld, listener: Listener) -> None:
+    """Call `listener(node, ev, fields)` on every event the world emits, after it is traced.
+    (Wraps the instance's emit: SimWorld has no listener list of its own.)"""
+    inner = world.emit
+
+    def emit(node: str, ev: str, fields: dict[str, Any]) -> None:
+        inner(node, ev, fields)
+        listener(node, ev, fields)
+
+    world.emit = emit  # type: ignore[method-assign]
+
+
+# ==================================================================== recovery
+TopicPartition = tuple[str, int]
+# baseOffset, batchLength, partitionLeaderEpoch, magic, crc, attributes, lastOffsetDelta
+_BATCH_HEAD = struct.Struct(">qiibIhi")
+CRC_START = 21
+
+
+def scan_batches(buf: bytes | bytearray, check_crc: bool) -> list[BatchId]:
+    """The whole v2 batches at the start of `buf`, up to the first structurally invalid one
+    (and, with check_crc, the first CRC mismatch). Each carries the CRC-32C of its bytes as they
+    are, so a torn body under an intact header is a different batch."""
+    out: list[BatchId] = []
+    view, pos, n = memoryview(buf), 0, len(buf)
+    while pos + _BATCH_HEAD.size <= n:
+        base, length, epoch, magic, stored, _attr, delta = _BATCH_HEAD.unpack_from(buf, pos)
+        end = pos + LOG_OVERHEAD + length
+        if length < MIN_BATCH_LENGTH or magic != MAGIC_VALUE_V2 or end > n or delta < 0:
+            break
+        actual = crc32c(view[pos + CRC_START:end])
+        if check_crc and actual != stored:
+            break
+        out.append(BatchId(base, base + delta, epoch, actual))
+        pos = end
+    return out
+
+
+def _segment_tp(path: str, log_dir: str) -> Optional[tuple[TopicPartition, int, bool]]:
+    """(partition, base offset, is a live .log) for a segment file of `log_dir`, else None."""
+    if not path.startswith(log_dir + "/"):
+        return None
+    parts = path[len(log_dir) + 1:].split("/")
+    if len(parts) != 2 or ".log" not in parts[1]:
+        return None
+    stem, _, suffix = parts[1].partition(".")
+    topic, _, index = parts[0].rpartition("-")
+    if not (stem.isdigit() and index.isdigit() and topic) or not suffix.startswith("log"):
+        return None
+    return (topic, int(index)), int(stem), suffix == "log"
+
+
+def live_logs(disk: SimDisk, log_dir: str, check_crc: bool) -> dict[TopicPartition, list[BatchId]]:
+    """Each partition's .log files as reads see them now, in base offset order."""
+    found: dict[TopicPartition, list[tuple[int, SimFile]]] = {}
+    for path, f in sorted(disk.files.items()):
+        seg = _segment_tp(path, log_dir)
+        if seg is not None and seg[2]:
+            found.setdefault(seg[0], []).append((seg[1], f))
+    return {tp: [b for _, f in sorted(files, key=lambda bf: bf[0]) for b in scan_batches(f.read(0, f.size), check_crc)]
+            for tp, files in sorted(found.items())}
+
+
+def restorable_batches(disk: SimDisk, log_dir: str) -> dict[TopicPartition, set[BatchId]]:
+    """Every batch a crash could leave in a partition's segment files (any suffix, any entry a
+    power loss could bring back): current bytes, durable bytes, each unsynced write."""
+    files: dict[int, tuple[str, SimFile]] = {}
+    for path, f in list(disk.files.items()) + list(disk.durable_files.items()):
+        files.setdefault(id(f), (path, f))
+    for _kind, path, jf, _src in disk.journal:
+        if jf is not None:
+            files.setdefault(id(jf), (path, jf))
+    out: dict[TopicPartition, set[BatchId]] = {}
+    for path, f in sorted(files.values(), key=lambda pf: pf[0]):
+        seg = _segment_tp(path, log_dir)
+        if seg is None:
+            continue
+        found = out.setdefault(seg[0], set())
+        durable = bytes(f.durable[:f.durable_size]) + bytes(max(0, f.durable_size - len(f.durable)))
+        for chunk in [f.read(0, f.size), durable] + [c for kind, _pos, c in f.pending if kind == "w"]:
+            found.update(scan_batches(chunk, check_crc=True))
+    return out
+
+
+@dataclass
+class CrashSnapshot:
+    node: str
+    mode: str
+    crash_ms: float
+    logs: dict[TopicPartition, list[BatchId]]       # L
+    written: dict[TopicPartition, set[BatchId]]     # W
+    server: Any                                     # the KafkaServer that crashed
+    compact: set[TopicPartition] = field(default_factory=set)
+
+
+class RecoveryWatch:
+    """recovered-not-prefix and unwritten-bytes (see the module docstring)."""
+
+    def __init__(self, world: SimWorld, cluster: SimCluster) -> None:
+        self.world, self.cluster = world, cluster
+        self.pending: dict[str, CrashSnapshot] = {}
+        self.not_prefix = CheckResult("recovered-not-prefix")
+        self.unwritten = CheckResult("unwritten-bytes")
+        self.recoveries_checked = 0
+
+    def on_event(self, node: str, ev: str, fields: dict[str, Any]) -> None:
+        if node not in self.cluster.servers:
+            return
+        if node in self.pending:
+            self._check_if_recovered(node)
+        if ev == "node_crash":
+            self._capture(node, str(fields.get("mode", "kill")))
+
+    def step(self) -> None:
+        for node in sorted(self.pending):
+            self._check_if_recovered(node)
+
+    def finish(self) -> list[CheckResult]:
+        self.step()
+        return [self.not_prefix, self.unwritten]
+
+    def _check_if_recovered(self, node: str) -> None:
+        """Check once the new incarnation has loaded its logs. Any moment from then until its
+        broker_started (after which it serves requests) sees the logs exactly as recovered."""
+        server = self.cluster.servers[node]
+        lm = server.replica_manager.log_manager
+        if (server is not self.pending[node].server and self.world.nodes[node].alive and lm is not None
+                and lm.load_completed):
+            self._check(node)
+
+    def _log_dir(self, node: str) -> str:
+        return self.cluster.servers[node].config.log_dir
+
+    def _capture(self, node: str, mode: str) -> None:
+        disk, log_dir = self.world.nodes[node].disk, self._log_dir(node)
+        written = restorable_batches(disk, log_dir)
+        lm = self.cluster.servers[node].replica_manager.log_manager
+        compact = {tp for tp, log in (lm.logs.items() if lm is not None else []) if log.config.compact}
+        earlier = self.pending.get(node)
+        if earlier is not None:  # crashed again before it recovered: the first log stays the reference
+            for tp, batches in written.items():
+                earlier.written.setdefault(tp, set()).update(batches)
+            earlier.compact |= compact
+            return
+        self.pending[node] = CrashSnapshot(node, mode, self.world.now_ms(), live_logs(disk, log_dir, True),
+                                           written, self.cluster.servers[node], compact)
+
+    def _check(self, node: str) -> None:
+        snap = self.pending.pop(node)
+        self.recoveries_checked += 1
+        recovered = live_logs(self.world.nodes[node].disk, self._log_dir(node), check_crc=False)
+        for tp in sorted(set(recovered) | set(snap.logs)):
+            self._check_partition(snap, tp, recovered.get(tp, []))
+
+    def _check_partition(self, snap: CrashSnapshot, tp: TopicPartition, recovered: list[BatchId]) -> None:
+        before, written = snap.logs.get(tp, []), snap.written.get(tp, set())
+        where = {"node": snap.node, "topic": tp[0], "partition": tp[1], "crash_mode": snap.mode,
+                 "crash_ms": round(snap.crash_ms, 3), "check_ms": round(self.world.now_ms(), 3)}
+        for b in recovered:
+            if b not in written:
+                self.unwritten.anomalies.append(Anomaly("unwritten-bytes", dict(where, offset=b.base_offset,
+                                                                                 recovered_batch=_ids(b))))
+                break
+        if tp in snap.compact:
+            return
+        first = _not_prefix(before, recovered)
+        if first is not None:
+            self.not_prefix.anomalies.append(Anomaly("recovered-not-prefix", dict(where, **first)))
+
+
+def _ids(b: Optional[BatchId]) -> Optional[list[int]]:
+    return None if b is None else [b.base_offset, b.last_offset, b.leader_epoch, b.crc]
+
+
+def _not_prefix(before: list[BatchId], recovered: list[BatchId]) -> Optional[dict[str, Any]]:
+    """Where `recovered` stops being `before`'s prefix plus batches truncated from it (batches
+    written once but absent from `before`); None if it does not."""
+    log_start = before[0].base_offset if before else None
+    r = [b for b in recovered if log_start is None or b.last_offset >= log_start]
+    i = 0
+    while i < len(r) and i < len(before) and r[i] == before[i]:
+        i += 1
+    kept = set(before)
+    for b in r[i:]:
+        if b in kept:  # a batch of the pre-crash log after the point the recovered one left it
+            return {"offset": b.base_offset, "diverged_at": r[i].base_offset,
+                    "expected_batch": _ids(before[i] if i < len(before) else None), "recovered_batch": _ids(r[i]),
+                    "pre_crash_batches": len(before), "recovered_batches": len(recovered)}
+    return None
+
+
+# ==================================================================== all of it, for the runner
+class GodsEye:
+    """The run-time watchers, installed on a world before it runs: recovery and invariants."""
+
+    def __init__(self, world: SimWorld, cluster: SimCluster) -> None:
+        self.recovery = RecoveryWatch(world, cluster)
+        self.invariants = InvariantMonitor(world, cluster)
+        self.errors = CheckResult("checker-error")
+        listen(world, self._on_event)
+
+    def _on_event(self, node: str, ev: str, fields: dict[str, Any]) -> None:
+        # A checker bug must show, but never as an exception inside the node that emitted.
+        try:
+            self.recovery.on_event(node, ev, fields)
+            self.invariants.on_event(node, ev, fields)
+        except Exception as exc:  # noqa: BLE001 - reported as an anomaly
+            self.errors.anomalies.append(Anomaly("checker-error", {"event": ev, "node": node,
+                                                                    "error": f"{type(exc).__name__}: {exc}"}))
+
+    def step(self) -> None:
+        """Between simulation steps: the invariants over every partition."""
+        try:
+            self.recovery.step()
+            self.invariants.check_everything()
+        except Exception as exc:  # noqa: BLE001
+            self.errors.anomalies.append(Anomaly("checker-error", {"event": "step",
+                                                                    "error": f"{type(exc).__name__}: {exc}"}))
+
+    def results(self) -> list[CheckResult]:
+        return self.recovery.finish() + self.invariants.results() + [self.errors]

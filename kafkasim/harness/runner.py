@@ -14,8 +14,9 @@ from typing import Any, Optional
 from kafkasim.broker.config import BrokerConfig
 from kafkasim.client.cluster import ClientCluster
 from kafkasim.cluster.sim_cluster import SimCluster
+from kafkasim.harness import bugs
 from kafkasim.harness.checkers import Anomaly, CheckResult, check_all
-from kafkasim.harness.godseye import check_replicas, failover_times
+from kafkasim.harness.godseye import GodsEye, check_replicas, failover_times
 from kafkasim.harness.group_workload import GroupRun, Slot, StartMember, member_starter, run_churn
 from kafkasim.harness.inject import schedule_faults
 from kafkasim.harness.nemesis import with_concrete_faults
@@ -95,7 +96,8 @@ class _SimMemberHost:
 
 def _spawn_group(world: SimWorld, scenario: Scenario, bootstrap: str, ready: Any, history: History) -> Any:
     """Group members consumer-0..N-1 and the group's churn driver, whose task ends the run."""
-    run = GroupRun(scenario.consumer, scenario.topics[0].name, scenario.producer.count, history)
+    run = GroupRun(scenario.consumer, scenario.topics[0].name, scenario.topics[0].partitions,
+                   scenario.producer.count, history)
     host = _SimMemberHost(world, ready, member_starter(bootstrap, run))
     for i in range(scenario.consumer.count):
         node = world.add_node(f"consumer-{i}")
@@ -136,16 +138,22 @@ def run_scenario(scenario: Scenario, seed: int, out_dir: Optional[str] = None) -
     deadline = min(scenario.duration_ms, last_fault_ms + scenario.liveness_ms)
     with open(os.path.join(out_dir, "trace.jsonl"), "w") as trace_out:
         world, finals, cluster = build_world(scenario, seed, trace_out, history)
+        eyes = GodsEye(world, cluster)  # recovery and invariant checks while the run goes
+        if bugs.enabled():  # a run with seeded bugs says so in its trace, not only in run.json
+            world.emit("harness", "seeded_bugs", {"bugs": bugs.enabled()})
         schedule_faults(world, scenario, cluster)
         while world.now_ms() < deadline and not all(t.done() for t in finals):
             world.run(min(world.now_ms() + STEP_MS, deadline))
+            eyes.step()
         completed = all(t.done() for t in finals)
-        results = check_all(history) + check_replicas(cluster)
+        results = check_all(history) + check_replicas(cluster) + eyes.results()
         world.emit("harness", "run_end", {"completed": completed, "sends": len(history.sends),
                                           "polls": len(history.polls)})
     wall = wall_seconds() - wall_start
     run = _run_json(scenario, seed, world, history, results, completed, wall, deadline)
     run["stats"]["failovers"] = failover_times(os.path.join(out_dir, "trace.jsonl"))
+    run["seeded_bugs"] = bugs.enabled()
+    run["stats"]["recoveries_checked"] = eyes.recovery.recoveries_checked
     with open(os.path.join(out_dir, "run.json"), "w") as f:
         json.dump(run, f, indent=2, sort_keys=True)
     return RunResult(run, out_dir)

@@ -12,7 +12,9 @@ from kafkasim.harness.nemesis import NemesisSpec, parse_nemesis
 
 ANOMALY_KINDS = ("lost-write", "duplicate", "reorder", "inconsistent-offsets", "poll-skip",
                  "nonmonotonic-poll", "unseen", "task-error", "liveness", "replica-divergence",
-                 "isr-behind-high-watermark", "two-owners", "committed-offset-regression")
+                 "isr-behind-high-watermark", "two-owners", "committed-offset-regression",
+                 "recovered-not-prefix", "unwritten-bytes", "hw-above-isr-replica", "hw-regression",
+                 "leader-epoch-regression", "controller-epoch-regression", "two-leaders-one-epoch")
 
 
 class ScenarioError(ValueError):

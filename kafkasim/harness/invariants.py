@@ -1,0 +1,175 @@
+"""Cheap invariants over every broker's live state, checked as the run goes (only the
+simulation can see all brokers at one instant). Each is something Kafka guarantees; states
+Kafka allows are not violations (a deposed leader that has not heard of its successor still
+believes it leads, with its older epoch; a follower that lost its page cache to a power loss is
+briefly in the ISR without the data it had acknowledged).
+
+  hw-above-isr-replica         the leader of a partition (the live one with the highest leader
+                               epoch) never has a high watermark above the log end offset of a
+                               live member of its (maximal) ISR that follows it in the same or an
+                               older epoch — the high watermark is what the ISR has. Exempt: a
+                               follower restarted after a power loss, until it has caught up to
+                               the leader's high watermark or left the ISR once.
+  hw-regression                one leader (node incarnation), one leader epoch: its high
+                               watermark never goes backwards.
+  leader-epoch-regression      a broker incarnation's leader epoch of a partition never goes
+                               backwards (become_leader / become_follower events).
+  controller-epoch-regression  each newly elected controller has a higher epoch than every
+                               earlier one; a broker incarnation's known controller epoch never
+                               goes backwards.
+  two-leaders-one-epoch        no two live brokers lead one partition with the same leader epoch.
+
+When: on the events that change this state (produce — the leader appended; become_leader,
+become_follower, controller_elected) for the partition named, and over every partition between
+the runner's simulation steps (the high watermark also moves on followers' fetches, which are
+not traced). The monitor only reads broker objects.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Callable, Optional
+
+from kafkasim.cluster.sim_cluster import SimCluster, broker_node_name
+from kafkasim.harness.checkers import Anomaly, CheckResult
+from kafkasim.runtime.sim.world import SimWorld
+
+TopicPartition = tuple[str, int]
+NAMES = ("hw-above-isr-replica", "hw-regression", "leader-epoch-regression", "controller-epoch-regression",
+         "two-leaders-one-epoch")
+MAX_ANOMALIES = 100  # per invariant: the first ones tell the story; the count keeps going
+
+
+class InvariantMonitor:
+    def __init__(self, world: SimWorld, cluster: SimCluster) -> None:
+        self.world, self.cluster = world, cluster
+        self.counts: dict[str, int] = {n: 0 for n in NAMES}
+        self.anomalies: dict[str, list[Anomaly]] = {n: [] for n in NAMES}
+        self._reported: set[tuple[Any, ...]] = set()            # one report per distinct situation
+        self._hw: dict[tuple[str, int, TopicPartition, int], int] = {}
+        self._epochs: dict[tuple[str, int, TopicPartition], int] = {}
+        self._controller_epochs: dict[tuple[str, int], int] = {}
+        self._elected_epoch = -1
+        self._power_lost: set[str] = set()
+        self._suspect_since: dict[str, float] = {}              # node -> restart after a power loss
+        self._cleared: dict[tuple[str, TopicPartition], float] = {}
+        self._handlers: dict[str, Callable[[str, dict[str, Any]], None]] = {
+            "produce": self._on_produce, "become_leader": self._on_role, "become_follower": self._on_role,
+            "controller_elected": self._on_controller_elected, "node_crash": self._on_crash,
+            "node_restart": self._on_restart,
+        }
+
+    # ---------------------------------------------------------------- events
+    def on_event(self, node: str, ev: str, fields: dict[str, Any]) -> None:
+        handler = self._handlers.get(ev)
+        if handler is not None:
+            handler(node, fields)
+
+    def _on_produce(self, node: str, f: dict[str, Any]) -> None:
+        self.check_partition((f["topic"], f["partition"]))
+
+    def _on_role(self, node: str, f: dict[str, Any]) -> None:
+        tp = (f["topic"], f["partition"])
+        key = (node, self.world.nodes[node].incarnation, tp)
+        epoch, last = f["leader_epoch"], self._epochs.get(key, -1)
+        if epoch < last:
+            self._violation("leader-epoch-regression", key, node=node, topic=tp[0], partition=tp[1],
+                            leader_epoch=epoch, previous_leader_epoch=last)
+        self._epochs[key] = max(epoch, last)
+        self.check_partition(tp)
+
+    def _on_controller_elected(self, node: str, f: dict[str, Any]) -> None:
+        epoch = f["epoch"]
+        if epoch <= self._elected_epoch:
+            self._violation("controller-epoch-regression", ("elected", epoch), node=node, epoch=epoch,
+                            previous_epoch=self._elected_epoch)
+        self._elected_epoch = max(self._elected_epoch, epoch)
+
+    def _on_crash(self, node: str, f: dict[str, Any]) -> None:
+        if f.get("mode") == "power":
+            self._power_lost.add(node)
+
+    def _on_restart(self, node: str, f: dict[str, Any]) -> None:
+        if node in self._power_lost:
+            self._power_lost.discard(node)
+            self._suspect_since[node] = self.world.now_ms()
+
+    # ---------------------------------------------------------------- checks
+    def check_everything(self) -> None:
+        live = self.cluster.live_servers()
+        for name, server in live:
+            key = (name, self.world.nodes[name].incarnation)
+            epoch, last = server.replica_manager.controller_epoch, self._controller_epochs.get(key, -1)
+            if epoch < last:
+                self._violation("controller-epoch-regression", key + (epoch,), node=name,
+                                known_controller_epoch=epoch, previous=last)
+            self._controller_epochs[key] = max(epoch, last)
+        for tp in sorted({tp for _, s in live for tp in s.replica_manager.partitions}):
+            self.check_partition(tp)
+
+    def check_partition(self, tp: TopicPartition) -> None:
+        leaders = []
+        for name, server in self.cluster.live_servers():
+            p = server.replica_manager.partitions.get(tp)
+            if p is not None and p.is_leader and not p.offline:
+                leaders.append((p.leader_epoch, name, p))
+        if not leaders:
+            return
+        leaders.sort(key=lambda e: (-e[0], e[1]))
+        for (e1, n1, _), (e2, n2, _) in zip(leaders, leaders[1:]):
+            if e1 == e2:
+                self._violation("two-leaders-one-epoch", (tp, e1), topic=tp[0], partition=tp[1], leader_epoch=e1,
+                                leaders=[n1, n2])
+        epoch, name, p = leaders[0]
+        self._check_hw_monotonic(name, tp, epoch, p.high_watermark)
+        self._check_isr_has_hw(name, tp, p)
+
+    def _check_hw_monotonic(self, name: str, tp: TopicPartition, epoch: int, hw: int) -> None:
+        key = (name, self.world.nodes[name].incarnation, tp, epoch)
+        last = self._hw.get(key, -1)
+        if hw < last:
+            self._violation("hw-regression", key, node=name, topic=tp[0], partition=tp[1], leader_epoch=epoch,
+                            high_watermark=hw, previous_high_watermark=last)
+        self._hw[key] = max(hw, last)
+
+    def _check_isr_has_hw(self, name: str, tp: TopicPartition, p: Any) -> None:
+        hw, now = p.high_watermark, self.world.now_ms()
+        for broker_id in p.maximal_isr:
+            follower = broker_node_name(broker_id)
+            replica = self._replica(follower, tp)
+            if follower == name or replica is None or replica.leader_epoch > p.leader_epoch:
+                continue  # not a live follower of this leader (or it already follows a newer one)
+            leo = replica.log.log_end_offset
+            if leo >= hw:
+                self._cleared[(follower, tp)] = now
+            elif self._suspect_since.get(follower, -1.0) > self._cleared.get((follower, tp), -1.0):
+                continue  # lost its page cache to a power loss and has not caught up yet: Kafka allows it
+            else:
+                self._violation("hw-above-isr-replica", (tp, name, p.leader_epoch, follower), node=name,
+                                topic=tp[0], partition=tp[1], leader_epoch=p.leader_epoch, high_watermark=hw,
+                                isr=list(p.maximal_isr), replica=follower, replica_log_end_offset=leo)
+        for broker_id in self._out_of_isr(p):
+            self._cleared[(broker_node_name(broker_id), tp)] = now
+
+    @staticmethod
+    def _out_of_isr(p: Any) -> list[int]:
+        return [b for b in p.assignment if b not in p.maximal_isr]
+
+    def _replica(self, name: str, tp: TopicPartition) -> Optional[Any]:
+        server = self.cluster.servers.get(name)
+        if server is None or not self.world.nodes[name].alive:
+            return None
+        replica = server.replica_manager.partitions.get(tp)
+        return None if replica is None or replica.offline else replica
+
+    # ---------------------------------------------------------------- results
+    def _violation(self, check: str, key: tuple[Any, ...], **detail: Any) -> None:
+        if (check,) + key in self._reported:
+            return
+        self._reported.add((check,) + key)
+        self.counts[check] += 1
+        if len(self.anomalies[check]) < MAX_ANOMALIES:
+            detail["t_ms"] = round(self.world.now_ms(), 3)
+            self.anomalies[check].append(Anomaly(check, detail))
+
+    def results(self) -> list[CheckResult]:
+        return [CheckResult(n, list(self.anomalies[n])) for n in NAMES]
