@@ -22,6 +22,7 @@ from typing import Any, Callable, Optional
 from kafkasim.client.cluster import ClientCluster
 from kafkasim.client.connection import BrokerConnection, ClientError
 from kafkasim.client.consumer import ConsumedRecord, Consumer, ConsumerConfig
+from kafkasim.harness import bugs
 from kafkasim.protocol import api as A
 from kafkasim.protocol import errors as E
 from kafkasim.protocol.messages.consumer_protocol import ConsumerProtocolAssignment, ConsumerProtocolSubscription
@@ -116,6 +117,8 @@ def range_assign(subscriptions: dict[str, list[str]], partition_counts: dict[str
         for i, m in enumerate(members):
             count = per + (1 if i < extra else 0)
             out[m] += [(topic, p) for p in range(start, start + count)]
+            if bugs.on("two-owners") and start > 0:
+                out[m].append((topic, start - 1))  # seeded bug: the previous member's last partition too
             start += count
     return out
 
