@@ -11,9 +11,13 @@ need two running members (one always keeps the group consuming). No event after
 
 Finishing (the run must end even if writes were lost): once churn is over and every send is
 answered, each member counts its empty polls in a stable generation; when every slot runs, all
-are in the same generation and each has `idle_polls_after_done` empty polls in a row, the group
-is done: one member reads the committed offsets of every partition back (OffsetFetch), and all
-leave. Every poll, assignment, commit and read-back goes into the History."""
+are in the same generation, their assignments together cover every partition, and each has
+`idle_polls_after_done` empty polls in a row, the group is done: one member reads the committed
+offsets of every partition back (OffsetFetch), and all leave. (Coverage matters: a member that
+crashed while its JoinGroup was parked is still counted as joined — Kafka keeps a member
+awaiting join alive — so a generation can hand partitions to a dead member until its session
+expires and the group rebalances again.) Every poll, assignment, commit and read-back goes into
+the History."""
 
 from __future__ import annotations
 
@@ -45,6 +49,7 @@ class Slot:
     leave_requested: bool = False
     idle_polls: int = 0
     generation: int = -1
+    assigned: tuple[int, ...] = ()   # partitions of the member's current generation
 
 
 @dataclass
@@ -52,6 +57,7 @@ class GroupRun:
     """The shared state of one group's members and its churn driver (all in one simulated process)."""
     spec: ConsumerSpec
     topic: str
+    partitions: int
     producers: int
     history: History
     idle_polls_after_done: int = 5
@@ -68,8 +74,9 @@ class GroupRun:
         slot.idle_polls = slot.idle_polls + 1 if quiet else 0
         slot.generation = generation
         slots = list(self.slots.values())
+        covered = {p for s in slots for p in s.assigned} == set(range(self.partitions))
         if (self.workload_done() and all(s.state == "running" and not s.leave_requested for s in slots)
-                and len({s.generation for s in slots}) == 1
+                and len({s.generation for s in slots}) == 1 and covered
                 and all(s.idle_polls >= self.idle_polls_after_done for s in slots)):
             self.finished = True
 
@@ -99,6 +106,7 @@ class _Member:
     def _assigned(self, gen: GroupGeneration, tps: list[TP], committed: dict[TP, int], sent_ms: float) -> None:
         now = self.rt.monotonic_ms()
         self.last_committed = {tp: off for tp, off in committed.items() if off >= 0}
+        self.slot.assigned = tuple(p for _, p in tps)
         self.history.assignments.append(Assignment(self.spec.group, self.process, gen.member_id, gen.generation_id,
                                                    [p for _, p in tps], now))
         if tps:
