@@ -1,0 +1,166 @@
+"""The run-time invariants (kafkasim/harness/invariants.py) on hand-built broker states, and the
+watchers' promise: checking never changes a run (same trace hash with and without them)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from kafkasim.harness import runner
+from kafkasim.harness.invariants import InvariantMonitor
+from kafkasim.harness.scenario import parse_scenario
+
+TP = ("events", 0)
+
+
+@dataclass
+class FakeLog:
+    log_end_offset: int
+
+
+@dataclass
+class FakePartition:
+    leader_epoch: int
+    is_leader: bool
+    high_watermark: int = 0
+    leo: int = 0
+    maximal_isr: list[int] = field(default_factory=lambda: [0, 1, 2])
+    assignment: list[int] = field(default_factory=lambda: [0, 1, 2])
+    offline: bool = False
+
+    @property
+    def log(self) -> FakeLog:
+        return FakeLog(self.leo)
+
+
+class FakeReplicaManager:
+    def __init__(self, p: FakePartition) -> None:
+        self.partitions = {TP: p}
+        self.controller_epoch = 1
+
+
+class FakeServer:
+    def __init__(self, p: FakePartition) -> None:
+        self.replica_manager = FakeReplicaManager(p)
+
+
+@dataclass
+class FakeNode:
+    alive: bool = True
+    incarnation: int = 0
+
+
+class FakeWorld:
+    def __init__(self, names: list[str]) -> None:
+        self.nodes = {n: FakeNode() for n in names}
+        self.t = 0.0
+
+    def now_ms(self) -> float:
+        return self.t
+
+
+class FakeCluster:
+    def __init__(self, world: FakeWorld, parts: dict[str, FakePartition]) -> None:
+        self.world = world
+        self.servers = {n: FakeServer(p) for n, p in parts.items()}
+
+    def live_servers(self) -> list[tuple[str, Any]]:
+        return [(n, s) for n, s in sorted(self.servers.items()) if self.world.nodes[n].alive]
+
+
+def _monitor(**parts: FakePartition) -> tuple[InvariantMonitor, FakeWorld, dict[str, FakePartition]]:
+    named = {k.replace("_", "-"): v for k, v in parts.items()}
+    world = FakeWorld(sorted(named))
+    return InvariantMonitor(world, FakeCluster(world, named)), world, named  # type: ignore[arg-type]
+
+
+def _count(m: InvariantMonitor, name: str) -> int:
+    return next(len(r.anomalies) for r in m.results() if r.name == name)
+
+
+def test_high_watermark_above_an_isr_follower_is_caught_unless_it_lost_power() -> None:
+    m, world, p = _monitor(broker_0=FakePartition(3, True, high_watermark=10, leo=12),
+                           broker_1=FakePartition(3, False, leo=12), broker_2=FakePartition(3, False, leo=8))
+    m.check_partition(TP)
+    [a] = next(r for r in m.results() if r.name == "hw-above-isr-replica").anomalies
+    assert a.detail["replica"] == "broker-2" and a.detail["high_watermark"] == 10
+    assert a.detail["replica_log_end_offset"] == 8
+    # A follower that restarted after a power loss may be behind while still in the ISR ...
+    m2, world2, p2 = _monitor(broker_0=FakePartition(3, True, high_watermark=10, leo=12),
+                              broker_1=FakePartition(3, False, leo=12), broker_2=FakePartition(3, False, leo=12))
+    m2.on_event("broker-2", "node_crash", {"mode": "power"})
+    world2.t = 5.0
+    m2.on_event("broker-2", "node_restart", {})
+    p2["broker-2"].leo = 4
+    m2.check_partition(TP)
+    assert _count(m2, "hw-above-isr-replica") == 0
+    # ... until it has caught up once: then falling behind again is a violation.
+    p2["broker-2"].leo, world2.t = 10, 6.0
+    m2.check_partition(TP)
+    p2["broker-2"].leo = 9
+    m2.check_partition(TP)
+    assert _count(m2, "hw-above-isr-replica") == 1
+
+
+def test_a_follower_already_in_a_newer_epoch_and_a_replica_out_of_the_isr_are_not_held_to_it() -> None:
+    m, _, _ = _monitor(broker_0=FakePartition(3, True, high_watermark=10, leo=12, maximal_isr=[0, 1]),
+                       broker_1=FakePartition(4, False, leo=2), broker_2=FakePartition(3, False, leo=0))
+    m.check_partition(TP)
+    assert _count(m, "hw-above-isr-replica") == 0
+
+
+def test_two_leaders_with_one_epoch_and_a_high_watermark_going_back() -> None:
+    m, _, p = _monitor(broker_0=FakePartition(3, True, high_watermark=10, leo=10),
+                       broker_1=FakePartition(3, True, high_watermark=10, leo=10),
+                       broker_2=FakePartition(2, True, high_watermark=10, leo=10))
+    m.check_partition(TP)
+    assert _count(m, "two-leaders-one-epoch") == 1
+    p["broker-1"].is_leader = False
+    p["broker-0"].high_watermark = 7
+    m.check_partition(TP)
+    assert _count(m, "hw-regression") == 1
+    assert _count(m, "two-leaders-one-epoch") == 1  # reported once per partition and epoch
+
+
+def test_epochs_that_go_backwards() -> None:
+    m, _, _ = _monitor(broker_0=FakePartition(3, False), broker_1=FakePartition(3, False))
+    for epoch in (2, 3, 1):
+        m.on_event("broker-0", "become_follower", {"topic": "events", "partition": 0, "leader_epoch": epoch})
+    assert _count(m, "leader-epoch-regression") == 1
+    for epoch in (1, 2, 2):
+        m.on_event("broker-1", "controller_elected", {"epoch": epoch})
+    assert _count(m, "controller-epoch-regression") == 1
+
+
+@pytest.mark.parametrize("seed", [1])
+def test_the_watchers_never_change_the_run(tmp_path: Path, seed: int, monkeypatch: pytest.MonkeyPatch) -> None:
+    scenario = parse_scenario("probe.toml", {
+        "scenario": {"name": "watch-probe", "duration_ms": 60000},
+        "cluster": {"brokers": 3, "config": {"zookeeper.session.timeout.ms": 3000}},
+        "topics": [{"name": "events", "partitions": 2, "replication_factor": 3}],
+        "workload": {"producer": {"messages": 300, "rate_per_s": 150}, "consumer": {"fetch_max_wait_ms": 100}},
+        "faults": [{"at_ms": 1500, "kind": "crash", "targets": ["leader:events-0"], "mode": "power"},
+                   {"at_ms": 6000, "kind": "restart", "targets": ["leader:events-0"]}],
+        "heal": {"liveness_ms": 40000},
+        "guarantees": {"expected": ["duplicate"]},
+    })
+    watched = runner.run_scenario(scenario, seed, str(tmp_path / "on")).run
+    assert watched["stats"]["recoveries_checked"] == 1
+
+    class Blind:
+        def __init__(self, *_: Any) -> None:
+            self.recovery = type("R", (), {"recoveries_checked": 0})()
+
+        def step(self) -> None:
+            pass
+
+        def results(self) -> list[Any]:
+            return []
+
+    monkeypatch.setattr(runner, "GodsEye", Blind)
+    blind = runner.run_scenario(scenario, seed, str(tmp_path / "off")).run
+    assert blind["trace_hash"] == watched["trace_hash"]
+    assert watched["verdict"] == "pass"

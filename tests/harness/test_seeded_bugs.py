@@ -1,0 +1,88 @@
+"""Each seeded bug (kafkasim/harness/bugs.py) is caught by the check that claims to catch it,
+on every seed tried, and the same runs without the bug pass: the checkers are shown to find
+what they look for, and the scenarios to provoke it.
+
+  bug                       scenario                                   check                  seeds
+  hw-before-isr             a small 3-broker, RF 3 run (below)         hw-above-isr-replica   1-2
+  skip-recovery-crc         scenarios/power-loss-reorder.toml          unwritten-bytes        1-3
+  skip-follower-truncation  scenarios/diverged-leader-rejoins.toml     replica-divergence     1-2
+  two-owners                scenarios/rebalance-storm.toml             two-owners             1
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from kafkasim.harness import bugs
+from kafkasim.harness.runner import run_scenario
+from kafkasim.harness.scenario import Scenario, load_scenario, parse_scenario
+
+SCENARIOS = Path(__file__).resolve().parents[2] / "scenarios"
+
+
+def _replicated() -> Scenario:
+    """Three brokers, RF 3, acks=all, no faults: the smallest run with followers."""
+    return parse_scenario("replicated.toml", {
+        "scenario": {"name": "replicated-probe", "duration_ms": 60000},
+        "cluster": {"brokers": 3, "config": {"zookeeper.session.timeout.ms": 6000, "min.insync.replicas": 2}},
+        "topics": [{"name": "events", "partitions": 1, "replication_factor": 3}],
+        "workload": {"producer": {"messages": 200, "rate_per_s": 200}, "consumer": {"fetch_max_wait_ms": 100}},
+        "heal": {"liveness_ms": 40000},
+    })
+
+
+CASES = [
+    ("hw-before-isr", _replicated, "hw-above-isr-replica", [1, 2]),
+    ("skip-recovery-crc", lambda: load_scenario(str(SCENARIOS / "power-loss-reorder.toml")), "unwritten-bytes", [1, 2, 3]),
+    ("skip-follower-truncation", lambda: load_scenario(str(SCENARIOS / "diverged-leader-rejoins.toml")),
+     "replica-divergence", [1, 2]),
+    ("two-owners", lambda: load_scenario(str(SCENARIOS / "rebalance-storm.toml")), "two-owners", [1]),
+]
+
+
+def _violations(run: dict[str, Any], check: str) -> int:
+    found = [c for c in run["checks"] if c["name"] == check]
+    assert found, f"run.json has no check named {check}"
+    return int(found[0]["violations"])
+
+
+@pytest.mark.parametrize("bug,scenario,check,seeds", CASES, ids=[c[0] for c in CASES])
+def test_seeded_bug_is_caught_and_the_clean_run_passes(tmp_path: Path, bug: str, scenario: Any, check: str,
+                                                       seeds: list[int]) -> None:
+    sc = scenario()
+    for seed in seeds:
+        with bugs.seeded(bug):
+            buggy = run_scenario(sc, seed, str(tmp_path / f"bug-{seed}")).run
+        assert buggy["seeded_bugs"] == [bug]
+        assert _violations(buggy, check) > 0, f"{bug} not caught by {check} on seed {seed}"
+        assert buggy["verdict"] == "fail"
+        assert any(a["kind"] == check and not a["expected"] for a in buggy["anomalies"])
+
+        clean = run_scenario(sc, seed, str(tmp_path / f"clean-{seed}")).run
+        assert clean["seeded_bugs"] == []
+        assert _violations(clean, check) == 0
+        assert clean["verdict"] == "pass", [a for a in clean["anomalies"] if not a["expected"]][:3]
+
+
+def test_a_run_with_a_seeded_bug_says_so_in_its_trace(tmp_path: Path) -> None:
+    with bugs.seeded("two-owners"):  # a bug this run cannot reach: only the record differs
+        buggy = run_scenario(_replicated(), 1, str(tmp_path / "bug")).run
+    clean = run_scenario(_replicated(), 1, str(tmp_path / "clean")).run
+    assert buggy["trace_hash"] != clean["trace_hash"]
+    assert '"ev":"seeded_bugs"' in (tmp_path / "bug" / "trace.jsonl").read_text()
+    assert '"ev":"seeded_bugs"' not in (tmp_path / "clean" / "trace.jsonl").read_text()
+
+
+def test_the_switchboard_refuses_unknown_names_and_restores_the_previous_set() -> None:
+    with pytest.raises(ValueError, match="unknown seeded bug"):
+        bugs.parse("hw-before-isr,no-such-bug")
+    assert bugs.enabled() == []
+    with bugs.seeded("hw-before-isr", "two-owners"):
+        assert bugs.on("two-owners") and bugs.enabled() == ["hw-before-isr", "two-owners"]
+        with bugs.seeded():
+            assert not bugs.on("two-owners")
+        assert bugs.on("hw-before-isr")
+    assert not bugs.on("hw-before-isr") and bugs.enabled() == []
