@@ -21,9 +21,15 @@ from typing import Callable, Optional
 
 from kafkasim.broker.config import BrokerConfig
 from kafkasim.broker.server import KafkaServer
+from kafkasim.runtime.api import ConnectionLossError, SessionExpiredError
+from kafkasim.runtime.sim.kernel import Owner
 from kafkasim.runtime.sim.world import SimWorld
 
 BROKER_PORT = 9092
+# A broker that cannot reach ZooKeeper while starting exits (Kafka: "Fatal error during
+# KafkaServer startup. Prepare to shutdown", then Exit(1)); its supervisor (systemd's
+# Restart=on-failure, a Kubernetes pod) starts it again after this long.
+SUPERVISOR_RESTART_MS = 3000.0
 
 
 def broker_node_name(broker_id: int) -> str:
@@ -38,6 +44,7 @@ class SimCluster:
         self.racks = list(racks or [])
         self.servers: dict[str, KafkaServer] = {}
         self.resolved: dict[str, str] = {}
+        self._supervisor = Owner("supervisor")
 
     @property
     def bootstrap(self) -> str:
@@ -57,8 +64,23 @@ class SimCluster:
             config.rack = self.racks[broker_id % len(self.racks)]
         server = KafkaServer(node.runtime, config)
         self.servers[name] = server
-        node.runtime.spawn(server.startup(), name="broker startup")
+        node.runtime.spawn(self._startup(name, server), name="broker startup")
         return server
+
+    async def _startup(self, name: str, server: KafkaServer) -> None:
+        try:
+            await server.startup()
+        except (ConnectionLossError, SessionExpiredError) as exc:
+            # Only ZooKeeper being unreachable is an expected fatal startup error; any other
+            # exception stays a task error (a bug) for the run's verdict.
+            server.rt.trace("broker_startup_failed", error=f"{type(exc).__name__}: {exc}",
+                            restart_in_ms=SUPERVISOR_RESTART_MS)
+            self.world.kernel.call_later(self._supervisor, 0.0, lambda: self._exit_and_restart(name))
+
+    def _exit_and_restart(self, name: str) -> None:
+        """The process exits (peers see its sockets reset); the supervisor restarts it later."""
+        self.world.nodes[name].crash("kill")
+        self.world.kernel.call_later(self._supervisor, SUPERVISOR_RESTART_MS, lambda: self.restart(name))
 
     def restart(self, name: str) -> None:
         node = self.world.nodes[name]

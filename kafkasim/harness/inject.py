@@ -36,12 +36,13 @@ def apply_fault(world: SimWorld, cluster: SimCluster, fault: Fault, harness: Opt
     desc = fault.describe()
     fresh = fault.kind not in ("restart", "disk_clear")  # these act on whom the role last was
     targets = _names(world, cluster, fault.targets, fresh)
-    sides = [_names(world, cluster, side) for side in fault.sides]
+    # partition: its two sides; block / clog: [[from], [to]]
+    sides = [_names(world, cluster, side) for side in (fault.sides or ([[fault.src], [fault.dst]] if fault.src else []))]
     if fault.targets:
         desc["resolved"] = ",".join(targets)
     if sides:
         sides[1] = [n for n in sides[1] if n not in sides[0]]  # two roles may name one node
-        desc["resolved"] = " | ".join(",".join(s) for s in sides)
+        desc["resolved"] = (" | " if fault.sides else "->").join(",".join(s) for s in sides)
     world.emit("harness", "fault", desc)
     undo = _INJECT[fault.kind](world, cluster, fault, targets, sides)
     if undo is not None and fault.duration_ms > 0:
@@ -85,14 +86,18 @@ def _isolate(world: SimWorld, _c: SimCluster, _f: Fault, targets: list[str], _s:
     return lambda: [world.net.unpartition(a, b) for a, b in cuts] and None
 
 
-def _block(world: SimWorld, cluster: SimCluster, f: Fault, _t: list[str], _s: list[list[str]]) -> Undo:
-    src, dst = (cluster.resolve(n) or n for n in (f.src, f.dst))
+def _block(world: SimWorld, _c: SimCluster, _f: Fault, _t: list[str], ends: list[list[str]]) -> Undo:
+    if not (ends[0] and ends[1]):
+        return None  # a role did not resolve (traced), or both ends are one node
+    src, dst = ends[0][0], ends[1][0]
     world.net.block(src, dst)
     return lambda: world.net.unblock(src, dst)
 
 
-def _clog(world: SimWorld, cluster: SimCluster, f: Fault, _t: list[str], _s: list[list[str]]) -> Undo:
-    src, dst = (cluster.resolve(n) or n for n in (f.src, f.dst))
+def _clog(world: SimWorld, _c: SimCluster, f: Fault, _t: list[str], ends: list[list[str]]) -> Undo:
+    if not (ends[0] and ends[1]):
+        return None
+    src, dst = ends[0][0], ends[1][0]
     world.net.clog(src, dst, f.extra_ms)
     return lambda: world.net.unclog(src, dst)
 
