@@ -6,7 +6,12 @@ what they look for, and the scenarios to provoke it.
   hw-before-isr             a small 3-broker, RF 3 run (below)         hw-above-isr-replica   1-2
   skip-recovery-crc         scenarios/power-loss-reorder.toml          unwritten-bytes        1-3
   skip-follower-truncation  scenarios/diverged-leader-rejoins.toml     replica-divergence     1-2
+  commit-before-replicated  scenarios/coordinator-failover-commits.toml committed-offset-      1-2
+                                                                       regression
   two-owners                scenarios/rebalance-storm.toml             two-owners             1
+
+(coordinator-failover-commits catches commit-before-replicated on seeds 1, 2, 4, 5 of 1-5: the
+acknowledged-but-unreplicated commit must also be the last one before a rebalance reads it back.)
 """
 
 from __future__ import annotations
@@ -39,6 +44,8 @@ CASES = [
     ("skip-recovery-crc", lambda: load_scenario(str(SCENARIOS / "power-loss-reorder.toml")), "unwritten-bytes", [1, 2, 3]),
     ("skip-follower-truncation", lambda: load_scenario(str(SCENARIOS / "diverged-leader-rejoins.toml")),
      "replica-divergence", [1, 2]),
+    ("commit-before-replicated", lambda: load_scenario(str(SCENARIOS / "coordinator-failover-commits.toml")),
+     "committed-offset-regression", [1, 2]),
     ("two-owners", lambda: load_scenario(str(SCENARIOS / "rebalance-storm.toml")), "two-owners", [1]),
 ]
 
