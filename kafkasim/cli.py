@@ -35,6 +35,8 @@ def _cmd_run(args: argparse.Namespace) -> int:
     run = result.run
     stats = run["stats"]
     print(f"scenario {run['scenario']} seed {run['seed']}: {run['verdict'].upper()}")
+    if run.get("seeded_bugs"):
+        print(f"  SEEDED BUGS ON: {', '.join(run['seeded_bugs'])} (KAFKASIM_SEEDED_BUGS): not a clean run")
     print(f"  acked {stats['acked']}/{stats['produced']}, consumed {stats['consumed']}, "
           f"sim {stats['sim_time_ms'] / 1000:.1f} s in {stats['wall_time_s']:.2f} s wall "
           f"({stats['sim_to_wall_ratio']:.1f}x)")
