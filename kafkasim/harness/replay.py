@@ -9,6 +9,7 @@ import os
 from dataclasses import dataclass
 from typing import Optional
 
+from kafkasim.harness import bugs
 from kafkasim.harness.runner import run_scenario
 from kafkasim.harness.scenario import load_scenario
 
@@ -42,7 +43,10 @@ def replay(run_json: str) -> ReplayResult:
     scenario = load_scenario(run["scenario_path"])
     run_dir = os.path.dirname(os.path.abspath(run_json))
     replay_dir = os.path.join(run_dir, "replay")  # kept: the replayed trace is evidence
-    again = run_scenario(scenario, int(run["seed"]), replay_dir)
+    # A run recorded with seeded bugs replays with exactly those bugs (and no others): they are
+    # part of what the run was a function of, like the seed.
+    with bugs.seeded(*run.get("seeded_bugs", [])):
+        again = run_scenario(scenario, int(run["seed"]), replay_dir)
     original_trace = os.path.join(run_dir, "trace.jsonl")
     diverge = None
     if again.run["trace_hash"] != run["trace_hash"] and os.path.exists(original_trace):

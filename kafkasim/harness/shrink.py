@@ -18,6 +18,7 @@ import os
 from dataclasses import dataclass
 from typing import Any, Callable
 
+from kafkasim.harness import bugs
 from kafkasim.harness.faults import TARGETED, Fault
 from kafkasim.harness.nemesis import with_concrete_faults
 from kafkasim.harness.runner import run_scenario
@@ -56,6 +57,7 @@ def shrink(run_json: str, out_path: str | None = None, max_runs: int = 200,
     if not target:
         raise ValueError(f"{run_json}: the run has no violations to shrink")
     work_dir = os.path.join(os.path.dirname(os.path.abspath(run_json)), "shrink")
+    seeded_bugs: list[str] = list(run.get("seeded_bugs", []))
     runs = 0
 
     def fails(candidate: Scenario) -> bool:
@@ -63,7 +65,8 @@ def shrink(run_json: str, out_path: str | None = None, max_runs: int = 200,
         if runs >= max_runs:
             return False
         runs += 1
-        res = run_scenario(candidate, seed, os.path.join(work_dir, f"try-{runs}"))
+        with bugs.seeded(*seeded_bugs):  # the failing run's seeded bugs, if any, stay on
+            res = run_scenario(candidate, seed, os.path.join(work_dir, f"try-{runs}"))
         ok = bool(_violations(res.run) & target)
         on_step(f"try {runs}: size {size(candidate)} -> {'still fails' if ok else 'passes'}")
         return ok
@@ -78,7 +81,8 @@ def shrink(run_json: str, out_path: str | None = None, max_runs: int = 200,
     path = out_path or os.path.join(os.path.dirname(os.path.abspath(run_json)), "shrunk.toml")
     with open(path, "w") as f:
         f.write(dump_scenario(best, f"shrunk from {original.path} (seed {seed}); still fails: "
-                                    f"{', '.join(sorted(target))}"))
+                                    f"{', '.join(sorted(target))}"
+                                    + (f" (with {bugs.ENV_VAR}={','.join(seeded_bugs)})" if seeded_bugs else "")))
     return ShrinkResult(original, best, runs, sorted(target), path)
 
 
