@@ -20,6 +20,14 @@ Undo = Optional[Callable[[], None]]
 PROCESS_KINDS = ("crash", "restart", "disk", "disk_clear", "zk_expire", "pause")
 
 
+def _each(fn: Callable[[str], None], names: list[str]) -> Callable[[], None]:
+    """An undo that applies `fn` to each of these nodes, in order."""
+    def undo() -> None:
+        for name in names:
+            fn(name)
+    return undo
+
+
 def _names(world: SimWorld, cluster: SimCluster, targets: list[str], fresh: bool = True) -> list[str]:
     out = []
     for t in targets:
@@ -47,8 +55,12 @@ def apply_fault(world: SimWorld, cluster: SimCluster, fault: Fault, harness: Opt
     undo = _INJECT[fault.kind](world, cluster, fault, targets, sides)
     if undo is not None and fault.duration_ms > 0:
         end = {"kind": fault.kind, "target": desc.get("resolved", desc.get("target", ""))}
-        world.kernel.call_later(harness or Owner("harness"), fault.duration_ms,
-                                lambda: (world.emit("harness", "fault_end", end), undo()))
+
+        def lift(undo: Callable[[], None] = undo) -> None:
+            world.emit("harness", "fault_end", end)
+            undo()
+
+        world.kernel.call_later(harness or Owner("harness"), fault.duration_ms, lift)
 
 
 def _crash(world: SimWorld, cluster: SimCluster, f: Fault, targets: list[str], _s: list[list[str]]) -> Undo:
@@ -56,7 +68,7 @@ def _crash(world: SimWorld, cluster: SimCluster, f: Fault, targets: list[str], _
         if f.disk_modes:  # restrict the power loss to these SimDisk crash modes
             world.nodes[name].disk.crash_modes = tuple(f.disk_modes)
         world.nodes[name].crash(f.mode)
-    return lambda: [_restart(world, cluster, n) for n in targets] and None
+    return _each(lambda n: _restart(world, cluster, n), targets)
 
 
 def _restart(world: SimWorld, cluster: SimCluster, name: str) -> None:
@@ -78,12 +90,11 @@ def _partition(world: SimWorld, _c: SimCluster, _f: Fault, _t: list[str], sides:
 
 
 def _isolate(world: SimWorld, _c: SimCluster, _f: Fault, targets: list[str], _s: list[list[str]]) -> Undo:
-    cuts = []
+    cuts: dict[str, list[str]] = {}  # the cuts as made (nodes added later are not in them)
     for name in targets:
-        others = [n for n in sorted(world.nodes) + [world.zookeeper.host] if n != name]
-        world.net.partition([name], others)
-        cuts.append(([name], others))
-    return lambda: [world.net.unpartition(a, b) for a, b in cuts] and None
+        cuts[name] = [n for n in sorted(world.nodes) + [world.zookeeper.host] if n != name]
+        world.net.partition([name], cuts[name])
+    return _each(lambda n: world.net.unpartition([n], cuts[n]), targets)
 
 
 def _block(world: SimWorld, _c: SimCluster, _f: Fault, _t: list[str], ends: list[list[str]]) -> Undo:
@@ -122,7 +133,7 @@ def _disk(world: SimWorld, _c: SimCluster, f: Fault, targets: list[str], _s: lis
             disk.fsync_ms = (0.5 * ms, 1.5 * ms)
         if k.get("corrupt_bits"):
             disk.corrupt_random(world.rng(f"fault-corrupt/{name}"), k["corrupt_bits"])
-    return lambda: [world.nodes[n].disk.clear_faults() for n in targets] and None
+    return _each(lambda n: world.nodes[n].disk.clear_faults(), targets)
 
 
 def _disk_clear(world: SimWorld, _c: SimCluster, _f: Fault, targets: list[str], _s: list[list[str]]) -> Undo:
@@ -140,7 +151,7 @@ def _zk_expire(world: SimWorld, _c: SimCluster, _f: Fault, targets: list[str], _
 def _pause(world: SimWorld, _c: SimCluster, _f: Fault, targets: list[str], _s: list[list[str]]) -> Undo:
     for name in targets:
         world.nodes[name].pause()
-    return lambda: [world.nodes[n].resume() for n in targets] and None
+    return _each(lambda n: world.nodes[n].resume(), targets)
 
 
 _INJECT: dict[str, Callable[[SimWorld, SimCluster, Fault, list[str], list[list[str]]], Undo]] = {
@@ -163,6 +174,10 @@ def validate_targets(world: SimWorld, scenario: Scenario) -> None:
                                  f"partition, block and clog can)")
 
 
+def _firing(world: SimWorld, cluster: SimCluster, fault: Fault, harness: Owner) -> Callable[[], None]:
+    return lambda: apply_fault(world, cluster, fault, harness)
+
+
 def schedule_faults(world: SimWorld, scenario: Scenario, cluster: SimCluster) -> None:
     """Arm every fault of the (concrete) schedule on the harness's timers."""
     validate_targets(world, scenario)
@@ -170,4 +185,4 @@ def schedule_faults(world: SimWorld, scenario: Scenario, cluster: SimCluster) ->
     jitter = world.rng("fault-jitter")  # one draw per fault, in schedule order
     for fault in scenario.faults:
         at = fault.at_ms + (jitter.random() * fault.jitter_ms if fault.jitter_ms else 0.0)
-        world.kernel.call_later(harness, at, lambda f=fault: apply_fault(world, cluster, f, harness))
+        world.kernel.call_later(harness, at, _firing(world, cluster, fault, harness))

@@ -268,7 +268,7 @@ class SimKernel:
         owner.paused = False
         held, owner.held = owner.held, []
         for fn in held:
-            self.env.timeout(0).callbacks.append(lambda _e, fn=fn: fn())
+            self.env.timeout(0).callbacks.append(_run_held(fn))
 
     async def wait_first(self, items: Iterable[Future[Any] | Task], timeout_ms: Optional[float]) -> Optional[int]:
         events = [_event_of(it) for it in items]
@@ -309,6 +309,12 @@ class SimKernel:
 
     def run(self, until_ms: Optional[float] = None) -> None:
         self.env.run(until=until_ms)
+
+
+def _run_held(fn: Callable[[], None]) -> Callable[[simpy.Event], None]:
+    def run(_ev: simpy.Event) -> None:
+        fn()
+    return run
 
 
 def _event_of(item: Future[Any] | Task) -> simpy.Event:
