@@ -15,6 +15,7 @@ from __future__ import annotations
 import copy
 import json
 import os
+import re
 from dataclasses import dataclass
 from typing import Any, Callable
 
@@ -122,12 +123,37 @@ def _halve_numbers(s: Scenario, fails: Callable[[Scenario], bool]) -> bool:
             mid = (lo + hi) // 2
             trial = copy.deepcopy(s)
             _set(trial, where, attr, mid)
+            _prune_faults(trial)
             if fails(trial):
                 hi, changed = mid, True
                 _set(s, where, attr, mid)
+                s.faults = trial.faults
             else:
                 lo = mid + 1
     return changed
+
+
+_NUMBERED = re.compile(r"^(broker|producer|consumer)-(\d+)$")
+
+
+def _prune_faults(s: Scenario) -> None:
+    """Fewer brokers, producers or consumers: faults lose the nodes that no longer exist, and a
+    fault left with nothing to act on (no target, an empty side, no end of a one-way cut) goes."""
+    counts = {"broker": s.brokers, "producer": s.producer.count, "consumer": s.consumer.count}
+
+    def exists(name: str) -> bool:
+        m = _NUMBERED.match(name)
+        return m is None or int(m.group(2)) < counts[m.group(1)]
+
+    kept = []
+    for f in s.faults:
+        f.targets = [n for n in f.targets if exists(n)]
+        f.sides = [[n for n in side if exists(n)] for side in f.sides]
+        if (f.kind in TARGETED and not f.targets) or any(not side for side in f.sides) \
+                or (f.src and not exists(f.src)) or (f.dst and not exists(f.dst)):
+            continue
+        kept.append(f)
+    s.faults = kept
 
 
 def _toml_value(v: Any) -> str:

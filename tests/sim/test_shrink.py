@@ -37,3 +37,17 @@ def test_shrink_keeps_the_failure_and_reduces_the_scenario(tmp_path: Path) -> No
     again = run_scenario(shrunk, 1, str(tmp_path / "again"))
     violated = {c["name"] for c in again.run["checks"] if not c["ok"] and not c["expected"]}
     assert violated & set(res.violations), "the shrunk scenario must still fail the same way"
+
+
+def test_fewer_nodes_prune_the_faults_that_named_them() -> None:
+    from kafkasim.harness.shrink import _prune_faults
+
+    s = load_scenario("scenarios/diverged-leader-rejoins.toml")
+    assert s.producer.count == 2
+    s.producer.count, s.brokers = 1, 2
+    s.faults[0].sides = [["leader:events-0", "producer-1"], ["broker-0", "broker-2", "producer-0", "zookeeper"]]
+    _prune_faults(s)
+    assert s.faults[0].sides == [["leader:events-0"], ["broker-0", "producer-0", "zookeeper"]]
+    s.faults[0].sides = [["producer-1"], ["broker-0"]]
+    _prune_faults(s)
+    assert s.faults == []  # a side left empty: the cut would cut nothing
