@@ -29,7 +29,7 @@ from dataclasses import dataclass, field
 from typing import Any, Callable, Optional
 
 from kafkasim.broker.producer_state import ProducerStateError, ProducerStateManager
-from kafkasim.harness import bugs
+from kafkasim.runtime import bugs
 from kafkasim.protocol import errors as E
 from kafkasim.records.batch import MAGIC_VALUE_V2, BatchHeader, iter_batches, peek_magic
 from kafkasim.records.errors import CorruptReason, CorruptRecordError

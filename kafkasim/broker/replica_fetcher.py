@@ -36,7 +36,7 @@ from typing import TYPE_CHECKING, Any, Optional
 
 from kafkasim.broker import zk_data as Z
 from kafkasim.broker.network_client import NetworkClient
-from kafkasim.harness import bugs
+from kafkasim.runtime import bugs
 from kafkasim.protocol import errors as E
 from kafkasim.protocol.messages.fetch import FetchRequest
 from kafkasim.protocol.messages.list_offsets import ListOffsetsRequest

@@ -22,7 +22,7 @@ from typing import Any, Callable, Optional
 from kafkasim.client.cluster import ClientCluster
 from kafkasim.client.connection import BrokerConnection, ClientError
 from kafkasim.client.consumer import ConsumedRecord, Consumer, ConsumerConfig
-from kafkasim.harness import bugs
+from kafkasim.runtime import bugs
 from kafkasim.protocol import api as A
 from kafkasim.protocol import errors as E
 from kafkasim.protocol.messages.consumer_protocol import ConsumerProtocolAssignment, ConsumerProtocolSubscription

@@ -9,7 +9,7 @@ import os
 from dataclasses import dataclass
 from typing import Optional
 
-from kafkasim.harness import bugs
+from kafkasim.runtime import bugs
 from kafkasim.harness.runner import run_scenario
 from kafkasim.harness.scenario import load_scenario
 

@@ -14,7 +14,7 @@ from typing import Any, Optional
 from kafkasim.broker.config import BrokerConfig
 from kafkasim.client.cluster import ClientCluster
 from kafkasim.cluster.sim_cluster import SimCluster
-from kafkasim.harness import bugs
+from kafkasim.runtime import bugs
 from kafkasim.harness.checkers import Anomaly, CheckResult, check_all
 from kafkasim.harness.godseye import GodsEye, check_replicas, failover_times
 from kafkasim.harness.group_workload import GroupRun, Slot, StartMember, member_starter, run_churn

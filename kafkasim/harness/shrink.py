@@ -19,7 +19,7 @@ import re
 from dataclasses import dataclass
 from typing import Any, Callable
 
-from kafkasim.harness import bugs
+from kafkasim.runtime import bugs
 from kafkasim.harness.faults import TARGETED, Fault
 from kafkasim.harness.nemesis import with_concrete_faults
 from kafkasim.harness.runner import run_scenario

@@ -27,7 +27,7 @@ from typing import Iterator, Optional
 
 import crc32c as _crc32c  # the C implementation records.crc wraps; called bare on the hot path
 
-from kafkasim.harness import bugs
+from kafkasim.runtime import bugs
 from kafkasim.records.batch import LOG_OVERHEAD, MAGIC_VALUE_V2, MIN_BATCH_LENGTH, decode_batch_records
 from kafkasim.runtime.api import FileHandle, FileSystem
 from kafkasim.storage.file_records import FileRegion

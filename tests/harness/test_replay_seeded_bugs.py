@@ -7,7 +7,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from kafkasim.harness import bugs
+from kafkasim.runtime import bugs
 from kafkasim.harness.replay import replay
 from kafkasim.harness.runner import run_scenario
 from kafkasim.harness.scenario import load_scenario, parse_scenario

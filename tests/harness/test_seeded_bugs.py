@@ -1,4 +1,4 @@
-"""Each seeded bug (kafkasim/harness/bugs.py) is caught by the check that claims to catch it,
+"""Each seeded bug (kafkasim/runtime/bugs.py) is caught by the check that claims to catch it,
 on every seed tried, and the same runs without the bug pass: the checkers are shown to find
 what they look for, and the scenarios to provoke it.
 
@@ -21,7 +21,7 @@ from typing import Any
 
 import pytest
 
-from kafkasim.harness import bugs
+from kafkasim.runtime import bugs
 from kafkasim.harness.runner import run_scenario
 from kafkasim.harness.scenario import Scenario, load_scenario, parse_scenario
 

@@ -41,7 +41,7 @@ from kafkasim.broker.group.metadata import (CommitRecordMetadataAndOffset, Group
                                             MemberMetadata, OffsetAndMetadata, TopicPartition)
 from kafkasim.broker.metadata_cache import MetadataCache
 from kafkasim.broker.replica_manager import ReplicaManager
-from kafkasim.harness import bugs
+from kafkasim.runtime import bugs
 from kafkasim.protocol import errors as E
 from kafkasim.protocol.messages.consumer_offsets import (GroupMetadataKey, GroupMetadataValue, OffsetCommitKey,
                                                          OffsetCommitValue)

@@ -8,6 +8,9 @@ hook in broker/storage/client code is one line, `if bugs.on("name"): ...`, so a 
 each bug by its name. The runner writes the enabled bugs into run.json (`seeded_bugs`) and the
 trace, so a run with a bug can never pass for a clean one.
 
+It lives under runtime/ because storage, broker and client code consult it and imports point
+down: the lowest layer is the one every other may use.
+
 An unknown name is an error, not a silent no-op: a typo would otherwise "prove" that a checker
 finds nothing.
 """
