@@ -15,10 +15,11 @@ controller answers NOT_CONTROLLER.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, Awaitable, Callable, Optional
+from typing import TYPE_CHECKING, Any, Awaitable, Callable, Optional, TypeVar
 
 from kafkasim.broker import zk_data as Z
 from kafkasim.broker.controller.context import LeaderAndIsr
+from kafkasim.broker.controller.event_manager import ControllerMovedError
 from kafkasim.broker.partition import PartitionState
 from kafkasim.broker.replica_manager import LeaderAndIsrPartition
 from kafkasim.protocol import api as A
@@ -39,6 +40,8 @@ from kafkasim.protocol.primitives import Message
 if TYPE_CHECKING:
     from kafkasim.broker.kafka_apis import KafkaApis
     from kafkasim.broker.server import KafkaServer
+
+T = TypeVar("T")
 
 VERSIONS: dict[int, tuple[int, int]] = {
     A.LEADER_AND_ISR: (0, 7),
@@ -108,9 +111,10 @@ class ControllerApis:
         error: int = E.NOT_CONTROLLER
         remaining: list[tuple[str, int]] = []
         if controller is not None:
-            error, remaining = await controller.controlled_shutdown(req.broker_id,
-                                                                    req.broker_epoch if header.request_api_version >= 2
-                                                                    else -1)
+            answer = await _ask(controller.controlled_shutdown(
+                req.broker_id, req.broker_epoch if header.request_api_version >= 2 else -1))
+            if answer is not None:
+                error, remaining = answer
         if error == E.NOT_CONTROLLER:
             error = E.STALE_CONTROLLER_EPOCH  # Kafka: Errors.forException(ControllerMovedException)
         R = ControlledShutdownResponse.RemainingPartition
@@ -136,7 +140,10 @@ class ControllerApis:
                 items.append(((name, p.partition_index), LeaderAndIsr(
                     req.broker_id, p.leader_epoch, tuple(isr), p.leader_recovery_state if version >= 1 else 0,
                     p.partition_epoch)))
-        error, results = await controller.alter_partitions(req.broker_id, req.broker_epoch, items)
+        answer = await _ask(controller.alter_partitions(req.broker_id, req.broker_epoch, items))
+        if answer is None:
+            return AlterPartitionResponse(throttle_time_ms=0, error_code=E.NOT_CONTROLLER, topics=[])
+        error, results = answer
         T = AlterPartitionResponse.TopicData
         P = T.PartitionData
         by_topic: dict[str, list[Any]] = {}
@@ -169,7 +176,9 @@ class ControllerApis:
         if controller is None or not controller.is_active:
             results = {tp: (E.NOT_CONTROLLER, None) for tp in tps}
         else:
-            raw = await controller.elect_leaders(tps, preferred)
+            raw = await _ask(controller.elect_leaders(tps, preferred))
+            if raw is None:  # Kafka's preemptReplicaLeaderElection: NOT_CONTROLLER for each
+                raw = {tp: (E.NOT_CONTROLLER, "") for tp in tps}
             results = {tp: (code, msg or None) for tp, (code, msg) in raw.items()}
             if req.topic_partitions is None:  # all partitions: those that needed nothing are not listed
                 results = {tp: r for tp, r in results.items() if r[0] != E.ELECTION_NOT_NEEDED}
@@ -190,7 +199,10 @@ class ControllerApis:
         if controller is None or not controller.is_active:
             return AlterPartitionReassignmentsResponse(throttle_time_ms=0, error_code=E.NOT_CONTROLLER,
                                                        error_message=None, responses=[])
-        results = await controller.alter_partition_reassignments(wanted)
+        results = await _ask(controller.alter_partition_reassignments(wanted))
+        if results is None:
+            return AlterPartitionReassignmentsResponse(throttle_time_ms=0, error_code=E.NOT_CONTROLLER,
+                                                       error_message=None, responses=[])
         by_topic: dict[str, list[Any]] = {}
         for (t, p), code in sorted(results.items()):
             by_topic.setdefault(t, []).append(R.ReassignablePartitionResponse(
@@ -204,7 +216,10 @@ class ControllerApis:
         if controller is None or not controller.is_active:
             return ListPartitionReassignmentsResponse(throttle_time_ms=0, error_code=E.NOT_CONTROLLER,
                                                       error_message=None, topics=[])
-        ongoing = await controller.list_partition_reassignments()
+        ongoing = await _ask(controller.list_partition_reassignments())
+        if ongoing is None:
+            return ListPartitionReassignmentsResponse(throttle_time_ms=0, error_code=E.NOT_CONTROLLER,
+                                                      error_message=None, topics=[])
         if req.topics is not None:
             wanted = {(t.name, p) for t in req.topics for p in t.partition_indexes}
             ongoing = {tp: a for tp, a in ongoing.items() if tp in wanted}
@@ -294,3 +309,11 @@ def register(apis: "KafkaApis") -> ControllerApis:
     for key, handler in handlers.items():
         apis.register(key, *VERSIONS[key], handler)
     return h
+
+
+async def _ask(call: Awaitable[T]) -> Optional[T]:
+    """The controller's answer to a queued request, or None when it shut down first."""
+    try:
+        return await call
+    except ControllerMovedError:
+        return None

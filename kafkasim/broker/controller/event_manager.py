@@ -22,6 +22,13 @@ class ControllerEvent:
     done: Optional[Future[Any]] = None  # set for events whose caller waits (API requests)
 
 
+class ControllerMovedError(Exception):
+    """A request the controller queued will not be processed here: the controller is shutting
+    down (Kafka preempts such events with ControllerMovedException). The asker answers its
+    client as Kafka does — NOT_CONTROLLER or STALE_CONTROLLER_EPOCH — and the client retries
+    at the next controller."""
+
+
 class ControllerEventManager:
     def __init__(self, rt: NodeRuntime, on_error: Callable[[ControllerEvent, Exception], Awaitable[None]]) -> None:
         self.rt = rt
@@ -39,7 +46,7 @@ class ControllerEventManager:
             self._task.cancel()
         for ev in self.queue:
             if ev.done is not None and not ev.done.done():
-                ev.done.set_exception(RuntimeError("controller shutting down"))
+                ev.done.set_exception(ControllerMovedError(f"controller shutting down with {ev.name} queued"))
         self.queue.clear()
 
     def put(self, name: str, body: EventBody) -> ControllerEvent:
