@@ -162,6 +162,52 @@ class Cluster:
     def down(self) -> None:
         stop(self.dir)
 
+    def wait_ready(self, timeout_s: float = START_TIMEOUT_S) -> None:
+        """Until every broker's metadata names a controller and all the brokers — the controller's
+        first UpdateMetadata has reached it (Kafka's tests wait the same way,
+        TestUtils.waitUntilBrokerMetadataIsPropagated). Before that a client asking for the
+        controller hears -1, and librdkafka's admin client then waits out its whole timeout."""
+        deadline = time.monotonic() + timeout_s
+        for b in self.brokers:
+            while True:
+                try:
+                    known, controller = _metadata_view(b.port)
+                    if known == len(self.brokers) and controller >= 0:
+                        break
+                except OSError:
+                    pass
+                if time.monotonic() > deadline:
+                    raise RuntimeError(f"broker {b.broker_id}'s metadata never named a controller and "
+                                       f"{len(self.brokers)} brokers; see {b.log_path}")
+                time.sleep(0.1)
+
+
+def _metadata_view(port: int) -> tuple[int, int]:
+    """(brokers, controller id) in one broker's Metadata v1 answer, over a plain socket."""
+    from kafkasim.protocol import api as A
+    from kafkasim.protocol.framing import encode_request
+    from kafkasim.protocol.messages.headers import RequestHeader
+    from kafkasim.protocol.messages.metadata import MetadataRequest
+
+    header = RequestHeader(request_api_key=A.METADATA, request_api_version=1, correlation_id=1,
+                           client_id="kafkasim-cluster-ready")
+    with socket.create_connection(("127.0.0.1", port), timeout=5) as sock:
+        sock.sendall(encode_request(header, MetadataRequest(topics=[])))
+        size = int.from_bytes(_read_exactly(sock, 4), "big")
+        frame = _read_exactly(sock, size)
+    response = A.api_info(A.METADATA).response.decode(memoryview(frame)[4:], 1)  # header v0: correlation id
+    return len(response.brokers), int(response.controller_id)
+
+
+def _read_exactly(sock: socket.socket, n: int) -> bytes:
+    out = b""
+    while len(out) < n:
+        chunk = sock.recv(n - len(out))
+        if not chunk:
+            raise ConnectionError("broker closed the connection")
+        out += chunk
+    return out
+
 
 def up(directory: str | Path, brokers: int, configs: Optional[dict[str, str]] = None) -> Cluster:
     d = Path(directory).resolve()
@@ -179,6 +225,7 @@ def up(directory: str | Path, brokers: int, configs: Optional[dict[str, str]] = 
             cluster._record()
         for b in cluster.brokers:
             b.wait_started()
+        cluster.wait_ready()
     except BaseException:
         stop(d)
         raise
