@@ -134,16 +134,22 @@ def parse_fault(key: str, t: dict[str, Any], fail: Fail) -> Fault:
     return f
 
 
+def parse_crash_mode(key: str, t: dict[str, Any], fail: Fail) -> tuple[str, list[str]]:
+    """A crash's `mode` and `disk_modes` (the latter only for a power loss), for [[faults]] and
+    [[nemesis]] alike."""
+    mode = t.get("mode", "kill")
+    if mode not in ("kill", "power"):
+        raise fail(f"{key}.mode", '"kill" or "power"', mode)
+    disk_modes = list(t.get("disk_modes", []))
+    if any(m not in CRASH_MODES for m in disk_modes) or (disk_modes and mode != "power"):
+        raise fail(f"{key}.disk_modes", f"SimDisk crash modes {list(CRASH_MODES)} with mode = \"power\"", disk_modes)
+    return mode, disk_modes
+
+
 def parse_kind_keys(f: Fault, key: str, t: dict[str, Any], fail: Fail) -> None:
     """The keys only some kinds take (crash mode, partition sides, clog delay, disk knobs)."""
     if f.kind == "crash":
-        f.mode = t.get("mode", "kill")
-        if f.mode not in ("kill", "power"):
-            raise fail(f"{key}.mode", '"kill" or "power"', f.mode)
-        f.disk_modes = list(t.get("disk_modes", []))
-        if any(m not in CRASH_MODES for m in f.disk_modes) or (f.disk_modes and f.mode != "power"):
-            raise fail(f"{key}.disk_modes", f"SimDisk crash modes {list(CRASH_MODES)} with mode = \"power\"",
-                       f.disk_modes)
+        f.mode, f.disk_modes = parse_crash_mode(key, t, fail)
     if f.kind == "partition":
         sides = t.get("sides")
         if not isinstance(sides, list) or len(sides) != 2:

@@ -27,9 +27,8 @@ import copy
 from dataclasses import dataclass, field
 from typing import Any
 
-from kafkasim.harness.faults import DISK_KEYS, Fail, Fault, names, number, parse_disk_knobs
+from kafkasim.harness.faults import DISK_KEYS, Fail, Fault, names, number, parse_crash_mode, parse_disk_knobs
 from kafkasim.runtime.rng import SeededRng
-from kafkasim.runtime.sim.filesystem import CRASH_MODES
 
 NEMESIS_KINDS = ("crash", "partition", "isolate", "pause", "clog", "disk", "zk_expire")
 
@@ -79,13 +78,7 @@ def _parse_one(key: str, t: dict[str, Any], fail: Fail) -> NemesisSpec:
     if kind in ("partition", "clog") and len(n.targets) < 2:
         raise fail(f"{key}.targets", "a pool of at least two nodes", n.targets)
     if kind == "crash":
-        n.mode = t.get("mode", "kill")
-        if n.mode not in ("kill", "power"):
-            raise fail(f"{key}.mode", '"kill" or "power"', n.mode)
-        n.disk_modes = list(t.get("disk_modes", []))
-        if any(m not in CRASH_MODES for m in n.disk_modes) or (n.disk_modes and n.mode != "power"):
-            raise fail(f"{key}.disk_modes", f"SimDisk crash modes {list(CRASH_MODES)} with mode = \"power\"",
-                       n.disk_modes)
+        n.mode, n.disk_modes = parse_crash_mode(key, t, fail)
     if kind == "clog":
         n.extra_ms = number(t, "extra_ms", key, fail, None)
     if kind == "disk":
