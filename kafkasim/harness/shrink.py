@@ -81,7 +81,7 @@ def shrink(run_json: str, out_path: str | None = None, max_runs: int = 200,
     best.name = f"{original.name}-shrunk-seed{seed}"
     path = out_path or os.path.join(os.path.dirname(os.path.abspath(run_json)), "shrunk.toml")
     with open(path, "w") as f:
-        f.write(dump_scenario(best, f"shrunk from {original.path} (seed {seed}); still fails: "
+        f.write(dump_scenario(best, f"shrunk from {original.path} (seed {seed}); still fails at least one of the original run's violations: "
                                     f"{', '.join(sorted(target))}"
                                     + (f" (with {bugs.ENV_VAR}={','.join(seeded_bugs)})" if seeded_bugs else "")))
     return ShrinkResult(original, best, runs, sorted(target), path)
