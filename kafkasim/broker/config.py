@@ -11,7 +11,6 @@ from kafkasim.storage.log_manager import LogManagerConfig
 # Broker key -> LogConfig field, for the keys KafkaConfig maps one to one onto a topic config
 # (log.segment.bytes, log.flush.interval.messages and message.max.bytes are BrokerConfig fields).
 _LOG_KEYS = {
-    "log.roll.jitter.ms": "segment_jitter_ms",
     "log.index.size.max.bytes": "segment_index_bytes",
     "log.index.interval.bytes": "index_interval_bytes",
     "log.flush.interval.ms": "flush_ms",
@@ -25,10 +24,11 @@ _LOG_KEYS = {
     "log.preallocate": "preallocate",
 }
 # Durations Kafka accepts in several units; the finest unit given wins (KafkaConfig.logRetentionTimeMillis,
-# logRollTimeMillis): key -> (field, [(key, ms per unit), ...] finest first).
+# logRollTimeMillis, logRollTimeJitterMillis): field -> [(key, ms per unit), ...] finest first.
 _LOG_DURATIONS = {
     "retention_ms": [("log.retention.ms", 1), ("log.retention.minutes", 60000), ("log.retention.hours", 3600000)],
     "segment_ms": [("log.roll.ms", 1), ("log.roll.hours", 3600000)],
+    "segment_jitter_ms": [("log.roll.jitter.ms", 1), ("log.roll.jitter.hours", 3600000)],
 }
 
 
@@ -105,9 +105,9 @@ def _broker_log_defaults(extra: dict[str, Any]) -> dict[str, Any]:
     for name, units in _LOG_DURATIONS.items():
         for key, scale in units:
             if key in extra:
-                # log.retention.ms = -1 means unlimited, in every unit.
-                value = int(extra[key])
-                out[name] = value if value < 0 else value * scale
+                value = int(extra[key]) * scale
+                # KafkaConfig.logRetentionTimeMillis: any negative retention means unlimited (-1).
+                out[name] = -1 if name == "retention_ms" and value < 0 else value
                 break
     return out
 

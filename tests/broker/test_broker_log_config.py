@@ -16,6 +16,8 @@ def test_finest_retention_unit_wins_and_minus_one_means_forever() -> None:
     assert cfg.log_config().retention_ms == 1234
     assert BrokerConfig.from_properties({"log.retention.hours": 3}).log_config().retention_ms == 3 * 3600000
     assert BrokerConfig.from_properties({"log.retention.minutes": -1}).log_config().retention_ms == -1
+    assert BrokerConfig.from_properties({"log.retention.hours": -3}).log_config().retention_ms == -1
+    assert BrokerConfig.from_properties({"log.roll.jitter.hours": 2}).log_config().segment_jitter_ms == 7200000
     assert BrokerConfig.from_properties({"log.roll.hours": "1"}).log_config().segment_ms == 3600000
 
 
