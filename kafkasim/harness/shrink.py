@@ -190,6 +190,19 @@ def _fault_table(f: Fault) -> list[str]:
     return lines + [""]
 
 
+def _nemesis_table(n: Any) -> list[str]:
+    lines = ["[[nemesis]]", f"kind = {_toml_value(n.kind)}", f"targets = {_toml_value(n.targets)}"]
+    lines += [f"{k} = {_toml_value(getattr(n, k))}" for k in ("from_ms", "until_ms", "interval_ms", "duration_ms")]
+    if n.kind == "crash":
+        lines.append(f"mode = {_toml_value(n.mode)}")
+        if n.disk_modes:
+            lines.append(f"disk_modes = {_toml_value(n.disk_modes)}")
+    if n.kind == "clog":
+        lines.append(f"extra_ms = {_toml_value(n.extra_ms)}")
+    lines += [f"{k} = {_toml_value(n.disk[k])}" for k in sorted(n.disk)]
+    return lines + [""]
+
+
 def _value_bytes(p: Any) -> str:
     return f"[{p.value_bytes}, {p.value_bytes_max}]" if p.value_bytes_max else str(p.value_bytes)
 
@@ -233,6 +246,8 @@ def dump_scenario(s: Scenario, comment: str = "") -> str:
             "", "[network]", f"latency_ms = {_toml_value(list(s.latency_ms))}", ""]
     for f in s.faults:
         out += _fault_table(f)
+    for n in s.nemesis:  # shrink expands these into faults first; a plain dump keeps them
+        out += _nemesis_table(n)
     out += ["[heal]", f"liveness_ms = {_toml_value(s.liveness_ms)}", "", "[guarantees]",
             f"expected = {_toml_value(s.expected)}", ""]
     return "\n".join(out)

@@ -1,14 +1,11 @@
 """The [workload] keys of a scenario: groups, churn, commit modes, idempotence, key and value
-distributions — parsed, refused with a message naming the key, and written back by shrink."""
+distributions — parsed, and refused with a message naming the key (tests/sim/test_shrink.py checks that shrink writes them back)."""
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import pytest
 
-from kafkasim.harness.scenario import ProducerSpec, ScenarioError, load_scenario, parse_scenario
-from kafkasim.harness.shrink import dump_scenario
+from kafkasim.harness.scenario import ProducerSpec, ScenarioError, parse_scenario
 from kafkasim.harness.workload import KeyChooser, value_size
 from kafkasim.runtime.rng import SeededRng
 
@@ -16,16 +13,6 @@ from kafkasim.runtime.rng import SeededRng
 def _raw(producer: dict | None = None, consumer: dict | None = None) -> dict:
     return {"scenario": {"name": "x"}, "topics": [{"name": "t"}],
             "workload": {"producer": producer or {}, "consumer": consumer or {}}}
-
-
-def test_new_scenarios_round_trip_through_shrink(tmp_path: Path) -> None:
-    for name in ("rebalance-storm", "idempotent-producer-failover"):
-        s = load_scenario(f"scenarios/{name}.toml")
-        path = tmp_path / f"{name}.toml"
-        path.write_text(dump_scenario(s))
-        again = load_scenario(str(path))
-        again.path = s.path
-        assert again == s
 
 
 @pytest.mark.parametrize("producer,consumer,key", [
