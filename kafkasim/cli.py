@@ -19,7 +19,6 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-from typing import Optional
 
 
 def _cmd_run(args: argparse.Namespace) -> int:
@@ -198,7 +197,7 @@ def build_parser() -> argparse.ArgumentParser:
     return p
 
 
-def main(argv: Optional[list[str]] = None) -> int:
+def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     return int(args.fn(args))
 

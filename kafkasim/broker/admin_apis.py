@@ -33,8 +33,9 @@ Followers ask the same question before fetching (KIP-101/279).
 from __future__ import annotations
 
 import json
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Awaitable, Callable, Optional
+from typing import TYPE_CHECKING, Any
 
 from kafkasim.broker import config_helper as C
 from kafkasim.broker import zk_data as Z
@@ -49,10 +50,11 @@ from kafkasim.protocol.messages.describe_cluster import DescribeClusterRequest, 
 from kafkasim.protocol.messages.describe_configs import DescribeConfigsRequest, DescribeConfigsResponse
 from kafkasim.protocol.messages.describe_log_dirs import DescribeLogDirsRequest, DescribeLogDirsResponse
 from kafkasim.protocol.messages.headers import RequestHeader
-from kafkasim.protocol.messages.incremental_alter_configs import (IncrementalAlterConfigsRequest,
-                                                                  IncrementalAlterConfigsResponse)
-from kafkasim.protocol.messages.offset_for_leader_epoch import (OffsetForLeaderEpochRequest,
-                                                                OffsetForLeaderEpochResponse)
+from kafkasim.protocol.messages.incremental_alter_configs import (
+    IncrementalAlterConfigsRequest,
+    IncrementalAlterConfigsResponse,
+)
+from kafkasim.protocol.messages.offset_for_leader_epoch import OffsetForLeaderEpochRequest, OffsetForLeaderEpochResponse
 from kafkasim.protocol.primitives import Message
 from kafkasim.runtime.api import BadVersionError, NodeExistsError, NoNodeError, ZkClient
 
@@ -98,7 +100,7 @@ def config_change_json(entity_path: str) -> bytes:
 
 
 class AdminError(Exception):
-    def __init__(self, error_code: int, message: Optional[str]) -> None:
+    def __init__(self, error_code: int, message: str | None) -> None:
         super().__init__(message)
         self.error_code = error_code
         self.message = message
@@ -118,9 +120,9 @@ class AdminManager:
     """The broker side of the admin APIs (Kafka's ZkAdminManager + ConfigHelper + the parts of
     KafkaController and ReplicaManager they drive)."""
 
-    def __init__(self, server: "KafkaServer") -> None:
+    def __init__(self, server: KafkaServer) -> None:
         self.server = server
-        self.dynamic_default: Optional[dict[str, str]] = None
+        self.dynamic_default: dict[str, str] | None = None
         self.dynamic_broker: dict[str, str] = {}
 
     # ------------------------------------------------------------ ZooKeeper helpers
@@ -161,7 +163,7 @@ class AdminManager:
         return C.BrokerConfigLayers(static, dict(self.dynamic_default), dict(self.dynamic_broker))
 
     # ------------------------------------------------------------ live logs
-    async def apply_topic_config(self, topic: str, overrides: Optional[dict[str, str]] = None) -> None:
+    async def apply_topic_config(self, topic: str, overrides: dict[str, str] | None = None) -> None:
         if overrides is None:
             overrides = await self.topic_overrides(topic)
         layers = await self.broker_layers()
@@ -188,7 +190,7 @@ class AdminApis:
         self._timeout_ms = 30000.0
 
     @property
-    def server(self) -> "KafkaServer":
+    def server(self) -> KafkaServer:
         return self.m.server
 
     # ------------------------------------------------------------ DescribeCluster
@@ -214,7 +216,7 @@ class AdminApis:
     # ------------------------------------------------------------ DeleteTopics
     async def delete_topics(self, header: RequestHeader, req: DeleteTopicsRequest) -> Message:
         version = header.request_api_version
-        wanted: list[tuple[Optional[str], bytes]]
+        wanted: list[tuple[str | None, bytes]]
         if version >= 6:
             wanted = [(t.name, t.topic_id) for t in req.topics]
         else:
@@ -240,7 +242,7 @@ class AdminApis:
         kw2: dict[str, Any] = {"throttle_time_ms": 0} if version >= 1 else {}
         return DeleteTopicsResponse(responses=results, **kw2)
 
-    async def _delete_one(self, name: Optional[str], topic_id: bytes) -> tuple[int, Optional[str], bytes]:
+    async def _delete_one(self, name: str | None, topic_id: bytes) -> tuple[int, str | None, bytes]:
         cache = self.server.metadata_cache
         if name is not None and topic_id != ZERO_UUID:
             return E.INVALID_REQUEST, name, topic_id  # "Topic name and topic ID can not both be specified."
@@ -285,7 +287,7 @@ class AdminApis:
                 results.append(R(name=t.name, error_code=exc.error_code, error_message=exc.message))
         return CreatePartitionsResponse(throttle_time_ms=0, results=results)
 
-    async def _create_partitions(self, topic: str, count: int, assignments: Optional[list[list[int]]],
+    async def _create_partitions(self, topic: str, count: int, assignments: list[list[int]] | None,
                                  validate_only: bool) -> None:
         s = self.server
         if not self.m.is_controller():
@@ -317,7 +319,7 @@ class AdminApis:
             raise AdminError(E.REQUEST_TIMED_OUT, f"Timed out waiting for partitions of {topic} to be created.")
 
     def _new_assignment(self, current: dict[int, list[int]], count: int,
-                        assignments: Optional[list[list[int]]]) -> dict[int, list[int]]:
+                        assignments: list[list[int]] | None) -> dict[int, list[int]]:
         existing = len(current)
         rf = len(current[min(current)]) if current else 1
         cache = self.server.metadata_cache
@@ -368,7 +370,7 @@ class AdminApis:
                              configs=[self._entry(e, version, synonyms) for e in entries]))
         return DescribeConfigsResponse(throttle_time_ms=0, results=results)
 
-    async def _describe(self, rtype: int, name: str, keys: Optional[list[str]]) -> list[C.ConfigEntry]:
+    async def _describe(self, rtype: int, name: str, keys: list[str] | None) -> list[C.ConfigEntry]:
         if rtype == C.RESOURCE_TOPIC:
             if name == "":
                 raise AdminError(E.INVALID_TOPIC_EXCEPTION, "Topic name is invalid: the empty string is not allowed")
@@ -425,7 +427,7 @@ class AdminApis:
 
     @staticmethod
     def _incremental(resource: ConfigResource,
-                     ops: list[tuple[str, int, Optional[str]]]) -> Callable[[dict[str, str]], dict[str, str]]:
+                     ops: list[tuple[str, int, str | None]]) -> Callable[[dict[str, str]], dict[str, str]]:
         def list_type(name: str) -> bool:
             if resource.type == C.RESOURCE_TOPIC:
                 d = C.TOPIC_CONFIG_DEFS.get(name)
@@ -433,7 +435,7 @@ class AdminApis:
             b = C.BROKER_CONFIG_DEFS.get(name)
             return b is not None and b.type == C.LIST
 
-        def default_of(name: str) -> Optional[str]:
+        def default_of(name: str) -> str | None:
             d = C.TOPIC_CONFIG_DEFS.get(name) if resource.type == C.RESOURCE_TOPIC else None
             return d.default if d is not None else None
 
@@ -449,7 +451,7 @@ class AdminApis:
         return apply
 
     async def _alter(self, resource: ConfigResource, change: Callable[[dict[str, str]], dict[str, str]],
-                     validate_only: bool) -> tuple[int, Optional[str]]:
+                     validate_only: bool) -> tuple[int, str | None]:
         try:
             if resource.type == C.RESOURCE_TOPIC:
                 await self._alter_topic(resource, change, validate_only)
@@ -546,7 +548,7 @@ class AdminApis:
     async def describe_log_dirs(self, header: RequestHeader, req: DescribeLogDirsRequest) -> Message:
         version = header.request_api_version
         rm = self.server.replica_manager
-        wanted: Optional[dict[str, set[int]]] = None
+        wanted: dict[str, set[int]] | None = None
         if req.topics is not None:
             wanted = {}
             for t in req.topics:
@@ -613,12 +615,12 @@ def advance_log_start_offset(log: Any, offset: int) -> int:
     return int(log.log_start_offset)
 
 
-def register(apis: "KafkaApis") -> AdminManager:
+def register(apis: KafkaApis) -> AdminManager:
     """Add the admin APIs (one call from KafkaApis); returns the manager the server calls back
     when it loads a topic."""
     manager = AdminManager(apis.server)
     h = AdminApis(manager)
-    handlers: dict[int, Callable[[RequestHeader, Any], Awaitable[Optional[Message]]]] = {
+    handlers: dict[int, Callable[[RequestHeader, Any], Awaitable[Message | None]]] = {
         A.DELETE_TOPICS: h.delete_topics,
         A.CREATE_PARTITIONS: h.create_partitions,
         A.DESCRIBE_CONFIGS: h.describe_configs,

@@ -17,8 +17,8 @@ runtime's seeded rng (the caller passes `rng_int(n)` -> [0, n)), so a simulated 
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Callable, Optional
 
 from kafkasim.protocol import errors as E
 
@@ -34,7 +34,7 @@ class AssignmentError(Exception):
 @dataclass(frozen=True)
 class BrokerMetadata:
     id: int
-    rack: Optional[str]
+    rack: str | None
 
 
 def assign_replicas_to_brokers(brokers: list[BrokerMetadata], n_partitions: int, replication_factor: int,

@@ -18,7 +18,7 @@ turns into UpdateMetadata for every broker.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, Optional
+from typing import TYPE_CHECKING, Any
 
 from kafkasim.broker import zk_data as Z
 from kafkasim.broker.network_client import NetworkClient
@@ -37,14 +37,14 @@ TopicPartition = tuple[str, int]
 
 
 class AlterPartitionManager:
-    def __init__(self, rm: "ReplicaManager") -> None:
+    def __init__(self, rm: ReplicaManager) -> None:
         self.rm = rm
         self.rt = rm.rt
-        self.unsent: dict[TopicPartition, tuple["Partition", list[int], int]] = {}
-        self._wakeup: Optional[Future[Any]] = None
-        self._task: Optional[Task] = None
-        self._client: Optional[NetworkClient] = None
-        self._client_for: Optional[tuple[int, str, int]] = None
+        self.unsent: dict[TopicPartition, tuple[Partition, list[int], int]] = {}
+        self._wakeup: Future[Any] | None = None
+        self._task: Task | None = None
+        self._client: NetworkClient | None = None
+        self._client_for: tuple[int, str, int] | None = None
 
     def start(self) -> None:
         self._task = self.rt.spawn(self._run(), name="alter-partition-manager")
@@ -55,7 +55,7 @@ class AlterPartitionManager:
         if self._client is not None:
             self._client.close()
 
-    def submit(self, partition: "Partition", isr: list[int], leader_recovery_state: int) -> None:
+    def submit(self, partition: Partition, isr: list[int], leader_recovery_state: int) -> None:
         self.unsent[(partition.topic, partition.index)] = (partition, list(isr), leader_recovery_state)
         if self._wakeup is not None and not self._wakeup.done():
             self._wakeup.set_result(None)
@@ -73,7 +73,7 @@ class AlterPartitionManager:
                     self.unsent.setdefault(tp, item)  # newer proposals win
                 await self.rt.sleep(RETRY_BACKOFF_MS)
 
-    def _controller(self) -> Optional[Z.BrokerInfo]:
+    def _controller(self) -> Z.BrokerInfo | None:
         cache = self.rm.metadata
         if cache is None or cache.controller_id < 0:
             return None
@@ -90,7 +90,7 @@ class AlterPartitionManager:
             await self._client.connect(self.rm.replication.request_timeout_ms)
         return self._client
 
-    async def _send(self, batch: dict[TopicPartition, tuple["Partition", list[int], int]]) -> bool:
+    async def _send(self, batch: dict[TopicPartition, tuple[Partition, list[int], int]]) -> bool:
         """Returns False to retry the whole batch."""
         live = {tp: item for tp, item in batch.items() if item[0].is_leader and item[0].pending is not None}
         if not live:
@@ -135,7 +135,7 @@ class AlterPartitionManager:
                                               r.leader_recovery_state)
         return True
 
-    async def _write_zookeeper(self, live: dict[TopicPartition, tuple["Partition", list[int], int]]) -> bool:
+    async def _write_zookeeper(self, live: dict[TopicPartition, tuple[Partition, list[int], int]]) -> bool:
         """IBP < 2.7: conditional updates of the state znodes, then one isr_change notification."""
         zk = self.rm.zk
         if zk is None:

@@ -80,7 +80,7 @@ class BrokerConfig:
         return LogManagerConfig.from_properties(self.extra)
 
     @classmethod
-    def from_properties(cls, props: dict[str, Any]) -> "BrokerConfig":
+    def from_properties(cls, props: dict[str, Any]) -> BrokerConfig:
         """Build from Kafka-style keys (`broker.id`, `log.segment.bytes`, ...); unknown keys are
         kept in `extra` so a scenario can carry configs later features read."""
         known = {f.name for f in fields(cls)}

@@ -21,9 +21,10 @@ order it lists them in.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, fields, replace
 from decimal import Decimal
-from typing import Any, Callable, Optional
+from typing import Any
 
 from kafkasim.storage.log import LogConfig
 
@@ -55,7 +56,7 @@ class ConfigValueError(Exception):
     """ConfigException: 'Invalid value V for configuration NAME: REASON'."""
 
 
-Validator = Callable[[Any], Optional[str]]
+Validator = Callable[[Any], str | None]
 
 
 def at_least(lo: float) -> Validator:
@@ -63,7 +64,7 @@ def at_least(lo: float) -> Validator:
 
 
 def between(lo: float, hi: float) -> Validator:
-    def check(v: Any) -> Optional[str]:
+    def check(v: Any) -> str | None:
         if v < lo:
             return f"Value must be at least {lo}"
         if v > hi:
@@ -73,7 +74,7 @@ def between(lo: float, hi: float) -> Validator:
 
 
 def one_of(*allowed: str) -> Validator:
-    def check(v: Any) -> Optional[str]:
+    def check(v: Any) -> str | None:
         items = v if isinstance(v, list) else [v]
         bad = [i for i in items if i not in allowed]
         return f"String must be one of: {', '.join(allowed)}" if bad else None
@@ -90,7 +91,7 @@ class TopicConfigDef:
     type: int
     default: str
     broker_synonyms: tuple[tuple[str, int], ...] = ()  # (broker config, factor to the topic unit)
-    validator: Optional[Validator] = None
+    validator: Validator | None = None
 
 
 _H = 3_600_000
@@ -151,9 +152,9 @@ TOPIC_CONFIG_DEFS = {d.name: d for d in TOPIC_CONFIGS}
 class BrokerConfigDef:
     name: str
     type: int
-    default: Optional[str]   # None: Kafka's default is null (no value, no DEFAULT synonym)
+    default: str | None   # None: Kafka's default is null (no value, no DEFAULT synonym)
     read_only: bool          # not dynamically updatable
-    field: Optional[str] = None  # the BrokerConfig attribute holding the static value
+    field: str | None = None  # the BrokerConfig attribute holding the static value
 
 
 # The broker configs kafkasim describes: those behind every topic config, and those it runs by.
@@ -260,7 +261,7 @@ def parse_value(name: str, type_: int, raw: str) -> Any:
     return s
 
 
-def to_string(type_: int, value: Any) -> Optional[str]:
+def to_string(type_: int, value: Any) -> str | None:
     """ConfigDef.convertToString."""
     if value is None:
         return None
@@ -363,7 +364,7 @@ def static_broker_configs(cfg: Any, listeners: str) -> dict[str, str]:
     return out
 
 
-Synonym = tuple[str, Optional[str], int]
+Synonym = tuple[str, str | None, int]
 
 
 def _config_synonyms(primary: str, names: tuple[str, ...], layers: BrokerConfigLayers) -> list[Synonym]:
@@ -375,7 +376,7 @@ def _config_synonyms(primary: str, names: tuple[str, ...], layers: BrokerConfigL
     return found
 
 
-def _broker_value(d: TopicConfigDef, merged: dict[str, str]) -> Optional[str]:
+def _broker_value(d: TopicConfigDef, merged: dict[str, str]) -> str | None:
     """The topic default a broker derives from its configs (KafkaConfig's unit conversions)."""
     for name, factor in d.broker_synonyms:
         if name in merged:
@@ -390,7 +391,7 @@ def _broker_value(d: TopicConfigDef, merged: dict[str, str]) -> Optional[str]:
 @dataclass(frozen=True)
 class ConfigEntry:
     name: str
-    value: Optional[str]
+    value: str | None
     read_only: bool
     source: int
     type: int
@@ -398,7 +399,7 @@ class ConfigEntry:
 
 
 def topic_config_entries(overrides: dict[str, str], layers: BrokerConfigLayers,
-                         keys: Optional[list[str]]) -> list[ConfigEntry]:
+                         keys: list[str] | None) -> list[ConfigEntry]:
     """DescribeConfigs of a topic (ConfigHelper.createTopicConfigEntry for each LogConfig key)."""
     merged = layers.merged()
     out = []
@@ -428,7 +429,7 @@ def _lenient(d: TopicConfigDef, raw: str) -> Any:
         return raw
 
 
-def broker_config_entries(layers: BrokerConfigLayers, keys: Optional[list[str]],
+def broker_config_entries(layers: BrokerConfigLayers, keys: list[str] | None,
                           dynamic_default_only: bool) -> list[ConfigEntry]:
     """DescribeConfigs of a broker (its id), or of the cluster default ("" : only the dynamic
     default entries, as Kafka answers)."""
@@ -452,14 +453,14 @@ def broker_config_entries(layers: BrokerConfigLayers, keys: Optional[list[str]],
 
 # ---------------------------------------------------------------- incremental alter
 class IncrementalAlterError(Exception):
-    def __init__(self, error_code: int, message: Optional[str]) -> None:
+    def __init__(self, error_code: int, message: str | None) -> None:
         super().__init__(message)
         self.error_code = error_code
         self.message = message
 
 
-def apply_incremental(props: dict[str, str], ops: list[tuple[str, int, Optional[str]]],
-                      list_type: Callable[[str], bool], default_of: Callable[[str], Optional[str]],
+def apply_incremental(props: dict[str, str], ops: list[tuple[str, int, str | None]],
+                      list_type: Callable[[str], bool], default_of: Callable[[str], str | None],
                       invalid_request: int, invalid_config: int, unknown_error: int) -> dict[str, str]:
     """ConfigAdminManager.prepareIncrementalConfigs on a copy of `props`."""
     names = [n for n, _, _ in ops]
@@ -508,7 +509,7 @@ def effective_log_config(base: LogConfig, overrides: dict[str, str], layers: Bro
         if attr not in known:
             continue
         if d.name in overrides:
-            raw: Optional[str] = overrides[d.name]
+            raw: str | None = overrides[d.name]
         elif any(n in merged_dynamic for n, _ in d.broker_synonyms):
             raw = _broker_value(d, merged)
         else:

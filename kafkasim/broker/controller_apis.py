@@ -15,7 +15,8 @@ controller answers NOT_CONTROLLER.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, Awaitable, Callable, Optional, TypeVar
+from collections.abc import Awaitable, Callable
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from kafkasim.broker import zk_data as Z
 from kafkasim.broker.controller.context import LeaderAndIsr
@@ -25,14 +26,18 @@ from kafkasim.broker.replica_manager import LeaderAndIsrPartition
 from kafkasim.protocol import api as A
 from kafkasim.protocol import errors as E
 from kafkasim.protocol.messages.alter_partition import AlterPartitionRequest, AlterPartitionResponse
-from kafkasim.protocol.messages.alter_partition_reassignments import (AlterPartitionReassignmentsRequest,
-                                                                      AlterPartitionReassignmentsResponse)
+from kafkasim.protocol.messages.alter_partition_reassignments import (
+    AlterPartitionReassignmentsRequest,
+    AlterPartitionReassignmentsResponse,
+)
 from kafkasim.protocol.messages.controlled_shutdown import ControlledShutdownRequest, ControlledShutdownResponse
 from kafkasim.protocol.messages.elect_leaders import ElectLeadersRequest, ElectLeadersResponse
 from kafkasim.protocol.messages.headers import RequestHeader
 from kafkasim.protocol.messages.leader_and_isr import LeaderAndIsrRequest, LeaderAndIsrResponse
-from kafkasim.protocol.messages.list_partition_reassignments import (ListPartitionReassignmentsRequest,
-                                                                     ListPartitionReassignmentsResponse)
+from kafkasim.protocol.messages.list_partition_reassignments import (
+    ListPartitionReassignmentsRequest,
+    ListPartitionReassignmentsResponse,
+)
 from kafkasim.protocol.messages.stop_replica import StopReplicaRequest, StopReplicaResponse
 from kafkasim.protocol.messages.update_metadata import UpdateMetadataRequest, UpdateMetadataResponse
 from kafkasim.protocol.primitives import Message
@@ -58,7 +63,7 @@ ELECTION_PREFERRED, ELECTION_UNCLEAN = 0, 1
 
 
 class ControllerApis:
-    def __init__(self, server: "KafkaServer") -> None:
+    def __init__(self, server: KafkaServer) -> None:
         self.server = server
 
     def _broker_epoch_stale(self, epoch_in_request: int) -> bool:
@@ -172,7 +177,7 @@ class ControllerApis:
             tps = [(tp.topic, p) for tp in req.topic_partitions for p in tp.partitions]
         controller = self.server.controller
         R = ElectLeadersResponse.ReplicaElectionResult
-        results: dict[tuple[str, int], tuple[int, Optional[str]]]
+        results: dict[tuple[str, int], tuple[int, str | None]]
         if controller is None or not controller.is_active:
             results = {tp: (E.NOT_CONTROLLER, None) for tp in tps}
         else:
@@ -291,10 +296,10 @@ def _stop_replica_partitions(req: StopReplicaRequest, version: int) -> list[tupl
             for t in req.topic_states for s in t.partition_states]
 
 
-Handler = Callable[[RequestHeader, Any], Awaitable[Optional[Message]]]
+Handler = Callable[[RequestHeader, Any], Awaitable[Message | None]]
 
 
-def register(apis: "KafkaApis") -> ControllerApis:
+def register(apis: KafkaApis) -> ControllerApis:
     h = ControllerApis(apis.server)
     handlers: dict[int, Handler] = {
         A.LEADER_AND_ISR: h.leader_and_isr,
@@ -311,7 +316,7 @@ def register(apis: "KafkaApis") -> ControllerApis:
     return h
 
 
-async def _ask(call: Awaitable[T]) -> Optional[T]:
+async def _ask(call: Awaitable[T]) -> T | None:
     """The controller's answer to a queued request, or None when it shut down first."""
     try:
         return await call

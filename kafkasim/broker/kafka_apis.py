@@ -9,7 +9,8 @@ which every client in scope uses.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, Awaitable, Callable, Optional
+from collections.abc import Awaitable, Callable
+from typing import TYPE_CHECKING, Any
 
 from kafkasim.broker import admin_apis, controller_apis, producer_id_manager
 from kafkasim.broker.group.apis import register as register_group_apis
@@ -45,11 +46,11 @@ LATEST_TIMESTAMP = -1
 MAX_TIMESTAMP = -3
 ZERO_UUID = bytes(16)
 
-Handler = Callable[[RequestHeader, Any], Awaitable[Optional[Message]]]
+Handler = Callable[[RequestHeader, Any], Awaitable[Message | None]]
 
 
 class KafkaApis:
-    def __init__(self, server: "KafkaServer") -> None:
+    def __init__(self, server: KafkaServer) -> None:
         self.server = server
         self.supported: dict[int, tuple[int, int]] = {}
         self.handlers: dict[int, Handler] = {}
@@ -78,7 +79,7 @@ class KafkaApis:
         rng = self.supported.get(api_key)
         return rng is not None and rng[0] <= version <= rng[1]
 
-    async def handle(self, header: RequestHeader, request: Any) -> Optional[Message]:
+    async def handle(self, header: RequestHeader, request: Any) -> Message | None:
         return await self.handlers[header.request_api_key](header, request)
 
     # ---------------------------------------------------------------- ApiVersions
@@ -106,7 +107,7 @@ class KafkaApis:
                                 controller_id=cache.controller_id, topics=topics,
                                 cluster_authorized_operations=-2147483648)
 
-    async def _topic_metadata(self, name: Optional[str], auto_create: bool) -> Any:
+    async def _topic_metadata(self, name: str | None, auto_create: bool) -> Any:
         T = MetadataResponse.MetadataResponseTopic
         if name is None:
             return T(error_code=E.UNKNOWN_TOPIC_OR_PARTITION, name=None, topic_id=ZERO_UUID, partitions=[])
@@ -143,7 +144,7 @@ class KafkaApis:
                  partitions=parts, topic_authorized_operations=-2147483648)
 
     # ---------------------------------------------------------------- Produce
-    async def handle_produce(self, header: RequestHeader, req: ProduceRequest) -> Optional[Message]:
+    async def handle_produce(self, header: RequestHeader, req: ProduceRequest) -> Message | None:
         """Append every partition, then — for acks=all — wait for each append to be replicated
         (DelayedProduce: until the high watermark passes it, or the request's timeout_ms)."""
         rm = self.server.replica_manager
@@ -194,7 +195,7 @@ class KafkaApis:
         PD = FT.PartitionData
         topics: list[Any] = []
         by_topic: dict[str, list[Any]] = {}
-        for spec, r in zip(specs, results):
+        for spec, r in zip(specs, results, strict=False):
             if spec.topic not in by_topic:
                 by_topic[spec.topic] = []
                 topics.append(FT(topic=spec.topic, partitions=by_topic[spec.topic]))

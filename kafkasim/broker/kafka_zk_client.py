@@ -9,13 +9,22 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Coroutine
 from dataclasses import dataclass
-from typing import Any, Coroutine, Optional, TypeVar
+from typing import Any, TypeVar
 
 from kafkasim.broker import zk_data as Z
 from kafkasim.protocol import errors as E
-from kafkasim.runtime.api import (BadVersionError, CoordinationError, NodeExistsError, NoNodeError, NodeRuntime,
-                                  Watcher, ZkClient, ZOp)
+from kafkasim.runtime.api import (
+    BadVersionError,
+    CoordinationError,
+    NodeExistsError,
+    NodeRuntime,
+    NoNodeError,
+    Watcher,
+    ZkClient,
+    ZOp,
+)
 
 T = TypeVar("T")
 
@@ -65,7 +74,7 @@ class KafkaZkClient:
             data, _ = await self.zk.get(Z.CLUSTER_ID)
             return str(json.loads(data)["id"])
 
-    async def register_broker(self, broker_id: int, host: str, port: int, rack: Optional[str],
+    async def register_broker(self, broker_id: int, host: str, port: int, rack: str | None,
                               retry_ms: float = 1000.0) -> int:
         """Create /brokers/ids/<id>; returns the broker epoch (the znode's czxid, KIP-380).
         After a crash the previous incarnation's ephemeral znode lives until its session
@@ -123,7 +132,7 @@ class KafkaZkClient:
     async def topics(self) -> list[str]:
         return await self.zk.get_children(Z.BROKER_TOPICS)
 
-    async def topic_assignment(self, topic: str) -> Optional[TopicAssignment]:
+    async def topic_assignment(self, topic: str) -> TopicAssignment | None:
         try:
             data, _ = await self.zk.get(Z.topic_path(topic))
         except NoNodeError:
@@ -131,7 +140,7 @@ class KafkaZkClient:
         parts, topic_id = Z.parse_topic_assignment(data)
         return TopicAssignment(topic, topic_id or "", parts)
 
-    async def partition_state(self, topic: str, partition: int) -> Optional[Z.PartitionState]:
+    async def partition_state(self, topic: str, partition: int) -> Z.PartitionState | None:
         try:
             data, _ = await self.zk.get(Z.partition_state_path(topic, partition))
         except NoNodeError:
@@ -211,7 +220,7 @@ class ControllerZkClient(KafkaZkClient):
             raise ControllerMovedException(f"broker {Z.parse_controller(cdata)} is controller") from exc
         return epoch, results[1].version
 
-    async def get_controller_id(self, watch: Optional[Watcher] = None) -> int:
+    async def get_controller_id(self, watch: Watcher | None = None) -> int:
         try:
             data, _ = await self.zk.get(Z.CONTROLLER, watch=watch)
             return Z.parse_controller(data)
@@ -220,7 +229,7 @@ class ControllerZkClient(KafkaZkClient):
                 await self.zk.exists(Z.CONTROLLER, watch=watch)
             return -1
 
-    async def get_controller_epoch(self) -> Optional[tuple[int, int]]:
+    async def get_controller_epoch(self) -> tuple[int, int] | None:
         try:
             data, st = await self.zk.get(Z.CONTROLLER_EPOCH)
         except NoNodeError:
@@ -257,11 +266,11 @@ class ControllerZkClient(KafkaZkClient):
         return out
 
     # ---------------------------------------------------------------- topics and partitions
-    async def get_all_topics(self, watch: Optional[Watcher] = None) -> list[str]:
+    async def get_all_topics(self, watch: Watcher | None = None) -> list[str]:
         return await self.zk.get_children(Z.BROKER_TOPICS, watch=watch)
 
-    async def get_full_assignment(self, topic: str, watch: Optional[Watcher] = None
-                                  ) -> Optional[tuple[str, dict[int, tuple[list[int], list[int], list[int]]], int]]:
+    async def get_full_assignment(self, topic: str, watch: Watcher | None = None
+                                  ) -> tuple[str, dict[int, tuple[list[int], list[int], list[int]]], int] | None:
         """(topic id, {partition: (replicas, adding, removing)}, znode version) or None."""
         try:
             data, st = await self.zk.get(Z.topic_path(topic), watch=watch)
@@ -280,7 +289,7 @@ class ControllerZkClient(KafkaZkClient):
                                             {p: a[2] for p, a in assignment.items()})
         await self._checked(epoch_zk_version, [ZOp("set", Z.topic_path(topic), data, version=expected_version)])
 
-    async def get_partition_state_raw(self, topic: str, partition: int) -> Optional[tuple[bytes, int]]:
+    async def get_partition_state_raw(self, topic: str, partition: int) -> tuple[bytes, int] | None:
         try:
             data, st = await self.zk.get(Z.partition_state_path(topic, partition))
         except NoNodeError:
@@ -288,7 +297,7 @@ class ControllerZkClient(KafkaZkClient):
         return data, st.version
 
     async def create_partition_states(self, states: dict[tuple[str, int], bytes], epoch_zk_version: int
-                                      ) -> dict[tuple[str, int], Optional[BaseException]]:
+                                      ) -> dict[tuple[str, int], BaseException | None]:
         """createTopicPartitionStatesRaw: the partitions/<p> parents, then each state znode in
         a checked multi. Returns each partition's error (None when created)."""
         for topic in sorted({t for t, _ in states}):
@@ -298,7 +307,7 @@ class ControllerZkClient(KafkaZkClient):
         results = await gather(self.rt, [self._checked(epoch_zk_version, [ZOp("create", Z.partition_state_path(t, p),
                                                                                 data)])
                                          for (t, p), data in sorted(states.items())])
-        out: dict[tuple[str, int], Optional[BaseException]] = {}
+        out: dict[tuple[str, int], BaseException | None] = {}
         for tp, r in zip(sorted(states), results, strict=True):
             if isinstance(r, ControllerMovedException):
                 raise r
@@ -349,13 +358,13 @@ class ControllerZkClient(KafkaZkClient):
             pass
 
     # ---------------------------------------------------------------- notifications and admin paths
-    async def get_children_sorted(self, path: str, watch: Optional[Watcher] = None) -> list[str]:
+    async def get_children_sorted(self, path: str, watch: Watcher | None = None) -> list[str]:
         try:
             return await self.zk.get_children(path, watch=watch)
         except NoNodeError:
             return []
 
-    async def get_data(self, path: str, watch: Optional[Watcher] = None) -> Optional[bytes]:
+    async def get_data(self, path: str, watch: Watcher | None = None) -> bytes | None:
         """A node's data (None if absent); with a watch, it fires on creation too."""
         try:
             data, _ = await self.zk.get(path, watch=watch)

@@ -7,7 +7,7 @@ partition sent with leader LeaderDuringDelete (-2) is a topic being deleted and 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Optional
+from typing import Any
 
 from kafkasim.broker.zk_data import BrokerInfo
 
@@ -43,7 +43,7 @@ class MetadataCache:
     brokers: dict[int, BrokerInfo] = field(default_factory=dict)
     topics: dict[str, TopicMeta] = field(default_factory=dict)
 
-    def topic(self, name: str) -> Optional[TopicMeta]:
+    def topic(self, name: str) -> TopicMeta | None:
         return self.topics.get(name)
 
     def alive_broker_ids(self) -> list[int]:

@@ -13,7 +13,7 @@ connection and fails every request in flight with a NetworkError; callers reconn
 from __future__ import annotations
 
 from collections import deque
-from typing import Any, Optional
+from typing import Any
 
 from kafkasim.protocol import api as A
 from kafkasim.protocol.framing import encode_request
@@ -27,7 +27,7 @@ MAX_RESPONSE_BYTES = 100 * 1024 * 1024
 class NetworkClient:
     def __init__(self, rt: NodeRuntime, host: str, port: int, client_id: str) -> None:
         self.rt, self.host, self.port, self.client_id = rt, host, port, client_id
-        self.stream: Optional[Stream] = None
+        self.stream: Stream | None = None
         self._next_corr = 0
         self._pending: deque[tuple[int, int, int, Future[Any]]] = deque()
         self._closed = False

@@ -25,14 +25,15 @@ resolved whenever the log end offset or the high watermark moves, or the role ch
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Callable, Optional
+from typing import Any
 
 from kafkasim.broker.producer_state import ProducerStateError, ProducerStateManager
-from kafkasim.runtime import bugs
 from kafkasim.protocol import errors as E
 from kafkasim.records.batch import MAGIC_VALUE_V2, BatchHeader, iter_batches, peek_magic
 from kafkasim.records.errors import CorruptReason, CorruptRecordError
+from kafkasim.runtime import bugs
 from kafkasim.runtime.api import Future
 from kafkasim.storage.file_records import FileRecords
 from kafkasim.storage.log import AppendInfo, Log, LogConfig
@@ -150,16 +151,16 @@ class PendingIsrChange:
 
 class Partition:
     def __init__(self, topic: str, index: int, log: Log, leader_epoch: int, is_leader: bool,
-                 local_broker_id: int = 0, high_watermark: Optional[int] = None) -> None:
+                 local_broker_id: int = 0, high_watermark: int | None = None) -> None:
         self.topic, self.index, self.log = topic, index, log
         self.local_broker_id = local_broker_id
         self.leader_epoch = leader_epoch
-        self.leader_id: Optional[int] = local_broker_id if is_leader else None
+        self.leader_id: int | None = local_broker_id if is_leader else None
         self.partition_epoch = 0
-        self.leader_epoch_start_offset: Optional[int] = log.log_end_offset if is_leader else None
+        self.leader_epoch_start_offset: int | None = log.log_end_offset if is_leader else None
         self.assignment: list[int] = [local_broker_id]
         self.isr: list[int] = [local_broker_id] if is_leader else []
-        self.pending: Optional[PendingIsrChange] = None
+        self.pending: PendingIsrChange | None = None
         self.leader_recovery_state = LEADER_RECOVERY_RECOVERED
         self.remote_replicas: dict[int, Replica] = {}
         # Kafka's defaults until the topic's configs are applied (AdminManager.apply_topic_config).
@@ -167,8 +168,8 @@ class Partition:
         self.replica_lag_time_max_ms = 30000
         self.now_ms: Callable[[], float] = lambda: 0.0
         # AlterPartition submitter, set by the ReplicaManager: (partition, proposed ISR, recovery state).
-        self.alter_partition: Optional[Callable[["Partition", list[int], int], None]] = None
-        self.on_high_watermark_change: Optional[Callable[["Partition"], None]] = None
+        self.alter_partition: Callable[[Partition, list[int], int], None] | None = None
+        self.on_high_watermark_change: Callable[[Partition], None] | None = None
         self._waiters: list[Future[Any]] = []
         self.offline = False
         # A restarted replica resumes from its checkpointed high watermark (0 without one): what
@@ -394,7 +395,7 @@ class Partition:
         # pending state until the LeaderAndIsr the controller will send (Kafka does the same).
 
     # ---------------------------------------------------------------- reads
-    def read(self, offset: int, max_bytes: int, isolation_committed: bool, max_offset: Optional[int] = None) -> FileRecords:
+    def read(self, offset: int, max_bytes: int, isolation_committed: bool, max_offset: int | None = None) -> FileRecords:
         # Without transactions the last stable offset equals the high watermark.
         limit = self.high_watermark if max_offset is None else max_offset
         # File regions, not bytes: the socket server sends them with sendfile (Kafka's
@@ -414,7 +415,7 @@ class Partition:
         if fut in self._waiters:
             self._waiters.remove(fut)
 
-    def offset_for_timestamp(self, timestamp: int) -> Optional[tuple[int, int]]:
+    def offset_for_timestamp(self, timestamp: int) -> tuple[int, int] | None:
         return self.log.offset_for_timestamp(timestamp)
 
     def last_offset_for_leader_epoch(self, current_leader_epoch: int, leader_epoch: int) -> tuple[int, int, int]:

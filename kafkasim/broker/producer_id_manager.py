@@ -23,16 +23,24 @@ as fatal, so a transactional producer fails at once instead of retrying forever.
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Callable, Optional
+from typing import TYPE_CHECKING, Any
 
 from kafkasim.protocol import api as A
 from kafkasim.protocol import errors as E
 from kafkasim.protocol.messages.headers import RequestHeader
 from kafkasim.protocol.messages.init_producer_id import InitProducerIdRequest, InitProducerIdResponse
 from kafkasim.protocol.primitives import Message
-from kafkasim.runtime.api import (BadVersionError, CoordinationError, Future, NodeExistsError, NoNodeError,
-                                  NodeRuntime, ZkClient)
+from kafkasim.runtime.api import (
+    BadVersionError,
+    CoordinationError,
+    Future,
+    NodeExistsError,
+    NodeRuntime,
+    NoNodeError,
+    ZkClient,
+)
 
 if TYPE_CHECKING:
     from kafkasim.broker.kafka_apis import KafkaApis
@@ -76,7 +84,7 @@ def parse_producer_id_block(data: bytes) -> ProducerIdsBlock:
     return ProducerIdsBlock(int(obj["broker"]), start, end - start + 1)
 
 
-def next_block(current: Optional[ProducerIdsBlock], broker_id: int) -> ProducerIdsBlock:
+def next_block(current: ProducerIdsBlock | None, broker_id: int) -> ProducerIdsBlock:
     if current is None:
         return ProducerIdsBlock(broker_id, 0, PRODUCER_ID_BLOCK_SIZE)
     if current.last_producer_id > MAX_PRODUCER_ID - PRODUCER_ID_BLOCK_SIZE:
@@ -108,11 +116,11 @@ class ZkProducerIdManager:
     """Hands out producer ids from the block this broker claimed; claims the next block when
     the current one is used up. One claim at a time: concurrent callers wait for it."""
 
-    def __init__(self, rt: NodeRuntime, broker_id: int, zk: Callable[[], Optional[ZkClient]]) -> None:
+    def __init__(self, rt: NodeRuntime, broker_id: int, zk: Callable[[], ZkClient | None]) -> None:
         self.rt, self.broker_id, self._zk = rt, broker_id, zk
-        self.block: Optional[ProducerIdsBlock] = None
+        self.block: ProducerIdsBlock | None = None
         self.next_producer_id = 0
-        self._claiming: Optional[Future[Any]] = None
+        self._claiming: Future[Any] | None = None
 
     def _exhausted(self) -> bool:
         return self.block is None or self.next_producer_id > self.block.last_producer_id
@@ -159,7 +167,7 @@ class InitProducerIdApi:
                                       producer_epoch=epoch)
 
 
-def register(apis: "KafkaApis") -> ZkProducerIdManager:
+def register(apis: KafkaApis) -> ZkProducerIdManager:
     """Add InitProducerId to the broker's APIs (one call from KafkaApis)."""
     server = apis.server
     manager = ZkProducerIdManager(server.rt, server.config.broker_id, lambda: server.zk)

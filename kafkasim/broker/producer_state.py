@@ -58,7 +58,7 @@ from __future__ import annotations
 import struct
 from collections import deque
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Optional
+from typing import TYPE_CHECKING
 
 from kafkasim.protocol import errors as E
 from kafkasim.records.batch import NO_PRODUCER_EPOCH, NO_SEQUENCE, BatchHeader, iter_batches
@@ -158,7 +158,7 @@ class ProducerStateEntry:
         self.batches.append(BatchMetadata(last_seq, last_offset, offset_delta, timestamp))
         self.last_timestamp = timestamp
 
-    def find_duplicate_batch(self, h: BatchHeader) -> Optional[BatchMetadata]:
+    def find_duplicate_batch(self, h: BatchHeader) -> BatchMetadata | None:
         if h.producer_epoch != self.producer_epoch:
             return None
         first, last = h.base_sequence, h.last_sequence
@@ -250,19 +250,19 @@ def decode_snapshot(data: bytes) -> list[ProducerStateEntry]:
 
 # ---------------------------------------------------------------- the manager
 class ProducerStateManager:
-    def __init__(self, fs: "FileSystem", dir_path: str, partition: str) -> None:
+    def __init__(self, fs: FileSystem, dir_path: str, partition: str) -> None:
         self.fs, self.dir, self.partition = fs, dir_path, partition
         self.producers: dict[int, ProducerStateEntry] = {}
         self.last_map_offset = 0      # state covers every batch below this offset
         self.last_snap_offset = 0
-        self.loaded_snapshot_offset: Optional[int] = None  # which snapshot load() started from
-        self._log: Optional["Log"] = None
+        self.loaded_snapshot_offset: int | None = None  # which snapshot load() started from
+        self._log: Log | None = None
         self._pending: dict[int, ProducerAppendInfo] = {}
         self._segment_base = 0
 
     # ------------------------------------------------------------ load
     @classmethod
-    def load(cls, log: "Log", partition: str) -> "ProducerStateManager":
+    def load(cls, log: Log, partition: str) -> ProducerStateManager:
         psm = cls(log.fs, log.dir, partition)
         psm._log = log
         psm._segment_base = psm._active_segment_base()
@@ -315,7 +315,7 @@ class ProducerStateManager:
             offset = next_offset
 
     # ------------------------------------------------------------ append hooks
-    def analyze_append(self, headers: list[tuple[int, BatchHeader]], first_offset: int) -> Optional[AppendInfo]:
+    def analyze_append(self, headers: list[tuple[int, BatchHeader]], first_offset: int) -> AppendInfo | None:
         """Check a client's batches before they are appended at `first_offset`. Returns the
         original append's info when they are a duplicate; raises ProducerStateError to refuse."""
         self._pending = {}

@@ -32,17 +32,17 @@ diverging_epoch); both give the same logs. kafkasim runs the OffsetForLeaderEpoc
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Optional
+from typing import TYPE_CHECKING, Any
 
 from kafkasim.broker import zk_data as Z
 from kafkasim.broker.network_client import NetworkClient
-from kafkasim.runtime import bugs
 from kafkasim.protocol import errors as E
 from kafkasim.protocol.messages.fetch import FetchRequest
 from kafkasim.protocol.messages.list_offsets import ListOffsetsRequest
 from kafkasim.protocol.messages.offset_for_leader_epoch import OffsetForLeaderEpochRequest
 from kafkasim.records.batch import iter_batches
 from kafkasim.records.errors import CorruptRecordError
+from kafkasim.runtime import bugs
 from kafkasim.runtime.api import Future, NetworkError, NodeRuntime, RuntimeTimeout, Task
 from kafkasim.storage.log import KafkaStorageError
 
@@ -69,16 +69,16 @@ class PartitionFetchState:
 
 
 class ReplicaFetcherThread:
-    def __init__(self, manager: "ReplicaFetcherManager", leader: Z.BrokerInfo) -> None:
+    def __init__(self, manager: ReplicaFetcherManager, leader: Z.BrokerInfo) -> None:
         self.manager = manager
         self.rm = manager.rm
         self.rt: NodeRuntime = manager.rm.rt
         self.leader = leader
         self.name = f"ReplicaFetcherThread-0-{leader.broker_id}"
         self.partitions: dict[TopicPartition, PartitionFetchState] = {}
-        self.client: Optional[NetworkClient] = None
-        self._wakeup: Optional[Future[Any]] = None
-        self.task: Optional[Task] = None
+        self.client: NetworkClient | None = None
+        self._wakeup: Future[Any] | None = None
+        self.task: Task | None = None
 
     # ---------------------------------------------------------------- membership
     def add_partitions(self, states: dict[TopicPartition, PartitionFetchState]) -> None:
@@ -146,7 +146,7 @@ class ReplicaFetcherThread:
                                         f"broker-{self.rm.broker_id}-fetcher-0")
             await self.client.connect(self.config.replica_socket_timeout_ms)
 
-    def _partition(self, tp: TopicPartition) -> Optional["Partition"]:
+    def _partition(self, tp: TopicPartition) -> Partition | None:
         p = self.rm.get_partition(*tp)
         return None if p is None or p.offline else p
 
@@ -215,7 +215,7 @@ class ReplicaFetcherThread:
             await self._truncate_to(tp, p, min(ours[1], end_offset, leo), "diverged")
             self._fetching_from(tp, p.log.log_end_offset)
 
-    async def _truncate_to(self, tp: TopicPartition, p: "Partition", offset: int, why: str) -> None:
+    async def _truncate_to(self, tp: TopicPartition, p: Partition, offset: int, why: str) -> None:
         before = p.log.log_end_offset
         if offset >= before:
             return
@@ -289,7 +289,7 @@ class ReplicaFetcherThread:
         else:
             self._delay(tp)
 
-    async def _append(self, tp: TopicPartition, p: "Partition", st: PartitionFetchState, pd: Any) -> None:
+    async def _append(self, tp: TopicPartition, p: Partition, st: PartitionFetchState, pd: Any) -> None:
         data = bytes(pd.records) if pd.records is not None else b""
         headers: list[Any] = []
         if data:
@@ -321,7 +321,7 @@ class ReplicaFetcherThread:
             return
         st.fetch_offset = p.log.log_end_offset
 
-    async def _handle_out_of_range(self, tp: TopicPartition, p: "Partition", st: PartitionFetchState) -> None:
+    async def _handle_out_of_range(self, tp: TopicPartition, p: Partition, st: PartitionFetchState) -> None:
         """AbstractFetcherThread.fetchOffsetAndTruncate."""
         leader_end = await self._leader_offset(tp, st, LATEST_TIMESTAMP)
         if leader_end is None:
@@ -343,7 +343,7 @@ class ReplicaFetcherThread:
                           leader=self.leader.broker_id, reason="leader log starts above ours")
         st.fetch_offset = p.log.log_end_offset
 
-    async def _leader_offset(self, tp: TopicPartition, st: PartitionFetchState, timestamp: int) -> Optional[int]:
+    async def _leader_offset(self, tp: TopicPartition, st: PartitionFetchState, timestamp: int) -> int | None:
         T = ListOffsetsRequest.ListOffsetsTopic
         req = ListOffsetsRequest(replica_id=self.rm.broker_id, isolation_level=0, topics=[T(name=tp[0], partitions=[
             T.ListOffsetsPartition(partition_index=tp[1], current_leader_epoch=st.current_leader_epoch,
@@ -357,7 +357,7 @@ class ReplicaFetcherThread:
 class ReplicaFetcherManager:
     """One ReplicaFetcherThread per leader broker (num.replica.fetchers = 1)."""
 
-    def __init__(self, rm: "ReplicaManager") -> None:
+    def __init__(self, rm: ReplicaManager) -> None:
         self.rm = rm
         self.threads: dict[int, ReplicaFetcherThread] = {}
         self.assigned: dict[TopicPartition, int] = {}

@@ -22,8 +22,9 @@ handleLogDirFailure with notifyController).
 
 from __future__ import annotations
 
+from collections.abc import Awaitable, Callable, Coroutine
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Awaitable, Callable, Coroutine, Optional
+from typing import TYPE_CHECKING, Any
 
 from kafkasim.broker import zk_data as Z
 from kafkasim.broker.alter_partition_manager import AlterPartitionManager
@@ -62,8 +63,8 @@ class PartitionAppendResult:
     error_code: int
     base_offset: int = -1
     log_start_offset: int = -1
-    error_message: Optional[str] = None
-    info: Optional[AppendInfo] = None
+    error_message: str | None = None
+    info: AppendInfo | None = None
 
 
 @dataclass
@@ -101,39 +102,39 @@ class ReplicaManager:
     # leader — Kafka's onLeadershipChange, how the group coordinator learns it owns a partition.
     leadership_listeners: list[Callable[[str, int, int], None]] = field(default_factory=list)
     # Called with (topic, partition, leader epoch or None) when this broker stops leading it.
-    resignation_listeners: list[Callable[[str, int, Optional[int]], None]] = field(default_factory=list)
+    resignation_listeners: list[Callable[[str, int, int | None], None]] = field(default_factory=list)
 
-    log_manager: Optional[LogManager] = None
-    log_manager_config: Optional[LogManagerConfig] = None  # log.retention.check.interval.ms, log.cleaner.*
+    log_manager: LogManager | None = None
+    log_manager_config: LogManagerConfig | None = None  # log.retention.check.interval.ms, log.cleaner.*
     broker_id: int = 0
     broker_epoch: int = -1
     controller_epoch: int = 0       # KafkaController.InitialControllerEpoch
     replication: ReplicationConfig = field(default_factory=ReplicationConfig)
-    metadata: Optional["MetadataCache"] = None
+    metadata: MetadataCache | None = None
     topic_ids: dict[str, bytes] = field(default_factory=dict)
     # Applies the topic's configs (log config, min.insync.replicas) to its partitions.
-    topic_configurer: Optional[Callable[[str], Awaitable[None]]] = None
+    topic_configurer: Callable[[str], Awaitable[None]] | None = None
     # Announces a log dir failure to the controller (/log_dir_event_notification).
-    log_dir_failure_notifier: Optional[Callable[[], Coroutine[Any, Any, None]]] = None
+    log_dir_failure_notifier: Callable[[], Coroutine[Any, Any, None]] | None = None
     offline: bool = False
     # inter.broker.protocol.version < 2.7: ISR changes go to ZooKeeper directly (see
     # alter_partition_manager.py); needs the broker's ZooKeeper client.
     zk_isr_updates: bool = False
-    zk: Optional[Any] = None
+    zk: Any | None = None
 
     def __post_init__(self) -> None:
         if self.log_manager is None:
             self.log_manager = LogManager(self.rt, self.log_dir, self.log_config, self.log_manager_config)
         self.fetcher_manager = ReplicaFetcherManager(self)
         self.alter_partition_manager = AlterPartitionManager(self)
-        self._isr_task: Optional[Task] = None
+        self._isr_task: Task | None = None
         self._failure_handled = False
 
     @property
     def fs(self) -> FileSystem:
         return self.rt.fs
 
-    def get_partition(self, topic: str, partition: int) -> Optional[Partition]:
+    def get_partition(self, topic: str, partition: int) -> Partition | None:
         return self.partitions.get((topic, partition))
 
     async def startup(self) -> None:
@@ -146,7 +147,7 @@ class ReplicaManager:
             self._isr_task = self.rt.spawn(self._isr_expiration(), name="isr-expiration")
 
     # ---------------------------------------------------------------- partitions
-    async def _get_or_create_partition(self, topic: str, partition: int, topic_id: Optional[bytes]) -> Partition:
+    async def _get_or_create_partition(self, topic: str, partition: int, topic_id: bytes | None) -> Partition:
         assert self.log_manager is not None
         p = self.partitions.get((topic, partition))
         if p is not None:
@@ -166,7 +167,7 @@ class ReplicaManager:
         return p
 
     async def make_leader(self, topic: str, partition: int, leader_epoch: int,
-                          topic_id: Optional[bytes] = None) -> Partition:
+                          topic_id: bytes | None = None) -> Partition:
         """Lead alone (replicas = ISR = [this broker]): what a LeaderAndIsr for a single-replica
         partition does; kept for callers that host a partition without a controller."""
         state = PartitionState(self.broker_id, leader_epoch, [self.broker_id], [self.broker_id])
@@ -246,7 +247,7 @@ class ReplicaManager:
         self.fetcher_manager.add_fetcher_for_partitions(fetch_states)
         return E.NONE, errors
 
-    def _broker(self, broker_id: int, live_leaders: dict[int, Z.BrokerInfo]) -> Optional[Z.BrokerInfo]:
+    def _broker(self, broker_id: int, live_leaders: dict[int, Z.BrokerInfo]) -> Z.BrokerInfo | None:
         if broker_id < 0:
             return None
         if self.metadata is not None and broker_id in self.metadata.brokers:
@@ -295,7 +296,7 @@ class ReplicaManager:
                 p.wake_waiters()  # complete delayed produce/fetch rather than let them time out
         return E.NONE, errors
 
-    async def _delete_log(self, tp: TopicPartition, p: Optional[Partition]) -> None:
+    async def _delete_log(self, tp: TopicPartition, p: Partition | None) -> None:
         assert self.log_manager is not None
         delete = getattr(self.log_manager, "async_delete", None)
         if callable(delete):
@@ -363,7 +364,7 @@ class ReplicaManager:
                 p.remove_waiter(fut)
 
     # ---------------------------------------------------------------- fetch
-    def _check_fetch_partition(self, s: FetchSpec, p: Optional[Partition]) -> int:
+    def _check_fetch_partition(self, s: FetchSpec, p: Partition | None) -> int:
         if p is None:
             return E.UNKNOWN_TOPIC_OR_PARTITION
         if p.offline:

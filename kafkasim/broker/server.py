@@ -17,7 +17,7 @@ stops serving, fetching and writing, and closes its ZooKeeper session.
 from __future__ import annotations
 
 import datetime
-from typing import Any, Optional
+from typing import Any
 
 from kafkasim.broker import zk_data as Z
 from kafkasim.broker.admin_utils import AssignmentError, BrokerMetadata, assign_replicas_to_brokers
@@ -45,7 +45,7 @@ class InconsistentClusterIdError(Exception):
 
 def render_meta_properties(broker_id: int, cluster_id: str, now_ms: int) -> bytes:
     """As Java's Properties.store writes it (a blank comment, the date, then the keys)."""
-    stamp = datetime.datetime.fromtimestamp(now_ms / 1000, datetime.timezone.utc)
+    stamp = datetime.datetime.fromtimestamp(now_ms / 1000, datetime.UTC)
     return (f"#\n#{stamp.strftime('%a %b %d %H:%M:%S UTC %Y')}\n"
             f"broker.id={broker_id}\nversion=0\ncluster.id={cluster_id}\n").encode()
 
@@ -71,9 +71,9 @@ class KafkaServer:
         self.replica_manager.metadata = self.metadata_cache
         self.apis = KafkaApis(self)
         self.socket_server = SocketServer(self)
-        self.zk: Optional[ZooKeeperClient] = None
-        self.kzk: Optional[KafkaZkClient] = None
-        self.controller: Optional[KafkaController] = None
+        self.zk: ZooKeeperClient | None = None
+        self.kzk: KafkaZkClient | None = None
+        self.controller: KafkaController | None = None
         self.broker_epoch = -1
         self.port = config.port
         self._metadata_waiters: list[Future[Any]] = []
@@ -185,7 +185,7 @@ class KafkaServer:
         if coordinator is not None and coordinator.is_active:
             await coordinator.on_partitions_deleted([TopicPartition(t, p) for t, p in deleted])
 
-    def _on_resignation(self, topic: str, partition: int, leader_epoch: Optional[int]) -> None:
+    def _on_resignation(self, topic: str, partition: int, leader_epoch: int | None) -> None:
         from kafkasim.broker.group.manager import GROUP_METADATA_TOPIC_NAME
         if topic == GROUP_METADATA_TOPIC_NAME:
             self.apis.group_coordinator.on_resignation(partition, leader_epoch)
@@ -202,7 +202,7 @@ class KafkaServer:
 
     # ---------------------------------------------------------------- topics
     async def create_topic(self, name: str, num_partitions: int, replication_factor: int,
-                           assignment: Optional[dict[int, list[int]]], configs: dict[str, str],
+                           assignment: dict[int, list[int]] | None, configs: dict[str, str],
                            validate_only: bool = False) -> tuple[int, int]:
         """Validate and create a topic: its config and assignment znodes (Kafka's
         AdminZkClient.createTopicWithAssignment); the controller, watching /brokers/topics,

@@ -15,11 +15,10 @@ from typing import TYPE_CHECKING, Any
 
 from kafkasim.protocol import api as A
 from kafkasim.protocol.errors import ProtocolError
-from kafkasim.protocol.framing import (api_versions_unsupported_response, parse_request_frame,
-                                       peek_request_ids)
+from kafkasim.protocol.framing import api_versions_unsupported_response, parse_request_frame, peek_request_ids
 from kafkasim.protocol.messages.headers import ResponseHeader
-from kafkasim.storage.file_records import FileRecords
 from kafkasim.runtime.api import ConnectionClosed, FrameTooLarge, NetworkError, NodeRuntime, Server, Stream
+from kafkasim.storage.file_records import FileRecords
 
 if TYPE_CHECKING:
     from kafkasim.broker.server import KafkaServer
@@ -59,7 +58,7 @@ class _IdleReaper:
 
 
 class SocketServer:
-    def __init__(self, server: "KafkaServer") -> None:
+    def __init__(self, server: KafkaServer) -> None:
         self.server = server
         self.listener: Server | None = None
         self.connections = 0

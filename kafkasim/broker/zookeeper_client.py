@@ -12,11 +12,20 @@ the old session are gone with it; handlers set them again by reading.
 
 from __future__ import annotations
 
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from typing import Any, Awaitable, Callable, Optional, TypeVar
+from typing import Any, TypeVar
 
-from kafkasim.runtime.api import (ConnectionLossError, NodeRuntime, SessionExpiredError, WatchEvent, Watcher,
-                                  ZkClient, ZOp, ZStat)
+from kafkasim.runtime.api import (
+    ConnectionLossError,
+    NodeRuntime,
+    SessionExpiredError,
+    Watcher,
+    WatchEvent,
+    ZkClient,
+    ZOp,
+    ZStat,
+)
 
 T = TypeVar("T")
 RECONNECT_BACKOFF_MS = 1000.0
@@ -33,7 +42,7 @@ class ZooKeeperClient(ZkClient):
     def __init__(self, rt: NodeRuntime, session_timeout_ms: int) -> None:
         self.rt = rt
         self.session_timeout_ms = session_timeout_ms
-        self._session: Optional[ZkClient] = None
+        self._session: ZkClient | None = None
         self.handlers: dict[str, StateChangeHandler] = {}
         self._reinitializing = False
         self._closed = False
@@ -102,7 +111,7 @@ class ZooKeeperClient(ZkClient):
         return await self._call(lambda s: s.create(path, data, ephemeral=ephemeral, sequential=sequential,
                                                    makepath=makepath))
 
-    async def get(self, path: str, watch: Optional[Watcher] = None) -> tuple[bytes, ZStat]:
+    async def get(self, path: str, watch: Watcher | None = None) -> tuple[bytes, ZStat]:
         return await self._call(lambda s: s.get(path, watch))
 
     async def set(self, path: str, data: bytes, version: int = -1) -> ZStat:
@@ -111,10 +120,10 @@ class ZooKeeperClient(ZkClient):
     async def delete(self, path: str, version: int = -1, recursive: bool = False) -> None:
         await self._call(lambda s: s.delete(path, version, recursive))
 
-    async def exists(self, path: str, watch: Optional[Watcher] = None) -> Optional[ZStat]:
+    async def exists(self, path: str, watch: Watcher | None = None) -> ZStat | None:
         return await self._call(lambda s: s.exists(path, watch))
 
-    async def get_children(self, path: str, watch: Optional[Watcher] = None) -> list[str]:
+    async def get_children(self, path: str, watch: Watcher | None = None) -> list[str]:
         return await self._call(lambda s: s.get_children(path, watch))
 
     async def multi(self, ops: list[ZOp]) -> list[Any]:

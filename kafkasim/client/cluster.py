@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Optional
 
 from kafkasim.client.connection import BrokerConnection
 from kafkasim.protocol import errors as E
@@ -52,7 +51,7 @@ class ClientCluster:
 
     async def any_connection(self) -> BrokerConnection:
         addrs = list(self.brokers.values()) + self.bootstrap
-        last: Optional[Exception] = None
+        last: Exception | None = None
         for host, port in addrs:
             try:
                 return await self.connection(host, port)
@@ -92,7 +91,7 @@ class ClientCluster:
         raise NetworkError(f"topic {topic} has no leaders after {attempts} attempts")
 
     async def create_topic(self, topic: str, partitions: int, replication_factor: int,
-                           configs: Optional[dict[str, str]] = None) -> int:
+                           configs: dict[str, str] | None = None) -> int:
         """CreateTopics to the controller (a ZooKeeper-mode broker that is not the controller
         answers NOT_CONTROLLER; then metadata is refreshed and the request goes again)."""
         code = E.NOT_CONTROLLER

@@ -12,7 +12,7 @@ correlation id is checked.
 from __future__ import annotations
 
 from collections import deque
-from typing import Any, Optional
+from typing import Any
 
 from kafkasim.protocol import api as A
 from kafkasim.protocol import errors as E
@@ -37,7 +37,7 @@ class ClientError(Exception):
 class BrokerConnection:
     def __init__(self, rt: NodeRuntime, host: str, port: int, client_id: str) -> None:
         self.rt, self.host, self.port, self.client_id = rt, host, port, client_id
-        self.stream: Optional[Stream] = None
+        self.stream: Stream | None = None
         self.versions: dict[int, tuple[int, int]] = {}
         self._next_corr = 0
         self._pending: deque[tuple[int, int, int, Future[Any]]] = deque()

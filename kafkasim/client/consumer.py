@@ -6,7 +6,6 @@ trailing partial batch, as Kafka's consumers do."""
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Optional
 
 from kafkasim.client.cluster import ClientCluster
 from kafkasim.protocol import errors as E
@@ -25,8 +24,8 @@ class ConsumedRecord:
     partition: int
     offset: int
     timestamp_ms: int
-    key: Optional[bytes]
-    value: Optional[bytes]
+    key: bytes | None
+    value: bytes | None
 
 
 @dataclass
@@ -41,12 +40,12 @@ class ConsumerConfig:
 
 
 class Consumer:
-    def __init__(self, rt: NodeRuntime, bootstrap: str, config: Optional[ConsumerConfig] = None,
+    def __init__(self, rt: NodeRuntime, bootstrap: str, config: ConsumerConfig | None = None,
                  client_id: str = "kafkasim-consumer") -> None:
         self.rt = rt
         self.config = config or ConsumerConfig()
         self.cluster = ClientCluster(rt, bootstrap, client_id, self.config.request_timeout_ms)
-        self.positions: dict[tuple[str, int], Optional[int]] = {}
+        self.positions: dict[tuple[str, int], int | None] = {}
         self.corrupt_batches = 0
 
     async def assign(self, partitions: list[tuple[str, int]]) -> None:

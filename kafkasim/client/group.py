@@ -16,13 +16,13 @@ pin old versions with it).
 from __future__ import annotations
 
 import struct
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Callable, Optional
+from typing import Any
 
 from kafkasim.client.cluster import ClientCluster
 from kafkasim.client.connection import BrokerConnection, ClientError
 from kafkasim.client.consumer import ConsumedRecord, Consumer, ConsumerConfig
-from kafkasim.runtime import bugs
 from kafkasim.protocol import api as A
 from kafkasim.protocol import errors as E
 from kafkasim.protocol.messages.consumer_protocol import ConsumerProtocolAssignment, ConsumerProtocolSubscription
@@ -34,6 +34,7 @@ from kafkasim.protocol.messages.offset_commit import OffsetCommitRequest
 from kafkasim.protocol.messages.offset_fetch import OffsetFetchRequest
 from kafkasim.protocol.messages.sync_group import SyncGroupRequest
 from kafkasim.protocol.primitives import Message
+from kafkasim.runtime import bugs
 from kafkasim.runtime.api import NetworkError, NodeRuntime, RuntimeTimeout, Task
 
 PROTOCOL_TYPE = "consumer"
@@ -63,7 +64,7 @@ class GroupConfig:
     session_timeout_ms: int = 10000        # session.timeout.ms
     rebalance_timeout_ms: int = 30000      # max.poll.interval.ms
     heartbeat_interval_ms: int = 1000      # heartbeat.interval.ms
-    group_instance_id: Optional[str] = None  # group.instance.id
+    group_instance_id: str | None = None  # group.instance.id
     retry_backoff_ms: int = 100            # retry.backoff.ms
     request_timeout_ms: float = 30000      # request.timeout.ms
     max_versions: dict[int, int] = field(default_factory=dict)
@@ -73,7 +74,7 @@ class GroupConfig:
 class Generation:
     generation_id: int
     member_id: str
-    protocol: Optional[str]
+    protocol: str | None
     leader: str
 
 
@@ -125,19 +126,19 @@ def range_assign(subscriptions: dict[str, list[str]], partition_counts: dict[str
 
 class GroupMember:
     def __init__(self, rt: NodeRuntime, bootstrap: str, config: GroupConfig, client_id: str = "kafkasim-group",
-                 cluster: Optional[ClientCluster] = None) -> None:
+                 cluster: ClientCluster | None = None) -> None:
         self.rt = rt
         self.config = config
         self.client_id = client_id
         self.cluster = cluster or ClientCluster(rt, bootstrap, client_id, config.request_timeout_ms)
-        self.coordinator: Optional[BrokerConnection] = None
+        self.coordinator: BrokerConnection | None = None
         self.member_id = ""
         self.generation = Generation(-1, "", None, "")
         self.assignment: list[TP] = []
         self.rejoin_needed = True
         self.subscription: list[str] = []
         self.last_heartbeat_error = E.NONE
-        self._heartbeat_task: Optional[Task] = None
+        self._heartbeat_task: Task | None = None
         self.generations_seen: list[tuple[int, list[TP]]] = []
 
     # ---------------------------------------------------------------- plumbing
@@ -149,7 +150,7 @@ class GroupMember:
             raise ClientError(f"no usable version of api {api_key}")
         return v
 
-    async def _call(self, conn: BrokerConnection, body: Message, version: Optional[int] = None) -> Any:
+    async def _call(self, conn: BrokerConnection, body: Message, version: int | None = None) -> Any:
         api_key = body.API_KEY
         assert api_key is not None
         v = self.version(conn, api_key) if version is None else version
@@ -351,8 +352,8 @@ class GroupConsumer:
     commit offsets below what the group had committed."""
 
     def __init__(self, rt: NodeRuntime, bootstrap: str, group: GroupConfig, topics: list[str],
-                 consumer_config: Optional[ConsumerConfig] = None, client_id: str = "kafkasim-group-consumer",
-                 on_assigned: Optional[OnAssigned] = None) -> None:
+                 consumer_config: ConsumerConfig | None = None, client_id: str = "kafkasim-group-consumer",
+                 on_assigned: OnAssigned | None = None) -> None:
         self.rt = rt
         self.topics = sorted(topics)
         self.consumer = Consumer(rt, bootstrap, consumer_config, client_id)
@@ -375,7 +376,7 @@ class GroupConsumer:
             if self.on_assigned is not None:
                 self.on_assigned(self.member.generation, assignment, committed, sent_ms)
 
-    async def _fetch_committed(self, tps: list[TP]) -> Optional[dict[TP, int]]:
+    async def _fetch_committed(self, tps: list[TP]) -> dict[TP, int] | None:
         """The committed offsets of `tps`, retried until answered; None if a rebalance began."""
         while not self.member.rejoin_needed:
             try:

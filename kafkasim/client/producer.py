@@ -27,8 +27,8 @@ epoch 32767 the producer asks InitProducerId for a new id instead.
 from __future__ import annotations
 
 from collections import deque
-from dataclasses import dataclass, field
-from typing import Any, Optional
+from dataclasses import dataclass
+from typing import Any
 
 from kafkasim.client.cluster import ClientCluster
 from kafkasim.protocol import errors as E
@@ -126,7 +126,7 @@ class ProducerStats:
 
 
 class Producer:
-    def __init__(self, rt: NodeRuntime, bootstrap: str, config: Optional[ProducerConfig] = None,
+    def __init__(self, rt: NodeRuntime, bootstrap: str, config: ProducerConfig | None = None,
                  client_id: str = "kafkasim-producer") -> None:
         self.rt = rt
         self.config = config or ProducerConfig()
@@ -164,8 +164,8 @@ class Producer:
             await self.rt.sleep(self.config.retry_backoff_ms)
         raise ProducerFatalError(f"InitProducerId: no answer after {attempts} attempts")
 
-    def send(self, topic: str, value: Optional[bytes], key: Optional[bytes] = None,
-             partition: Optional[int] = None) -> Future[Any]:
+    def send(self, topic: str, value: bytes | None, key: bytes | None = None,
+             partition: int | None = None) -> Future[Any]:
         n = self.cluster.partition_counts.get(topic)
         if n is None:
             raise ValueError(f"topic {topic} unknown to the producer; call start([...]) first")

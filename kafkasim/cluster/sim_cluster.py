@@ -17,7 +17,7 @@ controller's rack-aware replica assignment is exercised.
 
 from __future__ import annotations
 
-from typing import Callable, Optional
+from collections.abc import Callable
 
 from kafkasim.broker.config import BrokerConfig
 from kafkasim.broker.server import KafkaServer
@@ -38,7 +38,7 @@ def broker_node_name(broker_id: int) -> str:
 
 class SimCluster:
     def __init__(self, world: SimWorld, config_for: Callable[[int, str], BrokerConfig],
-                 racks: Optional[list[str]] = None) -> None:
+                 racks: list[str] | None = None) -> None:
         self.world = world
         self.config_for = config_for
         self.racks = list(racks or [])
@@ -94,23 +94,23 @@ class SimCluster:
     def live_servers(self) -> list[tuple[str, KafkaServer]]:
         return [(n, s) for n, s in sorted(self.servers.items()) if self.world.nodes[n].alive]
 
-    def controller(self) -> Optional[str]:
-        best: Optional[tuple[int, str]] = None
+    def controller(self) -> str | None:
+        best: tuple[int, str] | None = None
         for name, s in self.live_servers():
             c = s.controller
             if c is not None and c.is_active and (best is None or c.epoch > best[0]):
                 best = (c.epoch, name)
         return None if best is None else best[1]
 
-    def leader_of(self, topic: str, partition: int) -> Optional[str]:
-        best: Optional[tuple[int, str]] = None
+    def leader_of(self, topic: str, partition: int) -> str | None:
+        best: tuple[int, str] | None = None
         for name, s in self.live_servers():
             p = s.replica_manager.get_partition(topic, partition)
             if p is not None and p.is_leader and not p.offline and (best is None or p.leader_epoch > best[0]):
                 best = (p.leader_epoch, name)
         return None if best is None else best[1]
 
-    def follower_of(self, topic: str, partition: int) -> Optional[str]:
+    def follower_of(self, topic: str, partition: int) -> str | None:
         leader = self.leader_of(topic, partition)
         if leader is None:
             return None
@@ -118,14 +118,14 @@ class SimCluster:
         followers = sorted(b for b in (p.isr if p is not None else []) if broker_node_name(b) != leader)
         return broker_node_name(followers[0]) if followers else None
 
-    def resolve(self, target: str, fresh: bool = True) -> Optional[str]:
+    def resolve(self, target: str, fresh: bool = True) -> str | None:
         """A node name for a fault target (a node name stays itself); `fresh=False` reuses what
         the role last resolved to (the restart after a crash)."""
         if not is_role_target(target):
             return target
         if not fresh and target in self.resolved:
             return self.resolved[target]
-        name: Optional[str] = None
+        name: str | None = None
         if target == "controller":
             name = self.controller()
         else:

@@ -35,7 +35,7 @@ offsets is a duplicate whoever read it; the same offset read again after a rebal
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Optional
+from typing import Any
 
 from kafkasim.harness.workload import Commit, History
 
@@ -176,7 +176,7 @@ def check_committed_regression(h: History) -> CheckResult:
     for (group, part), commits in sorted(acked.items()):
         by_ack = sorted(commits, key=lambda c: c.complete_ms)
         # (a) in invocation order, against the highest offset acknowledged before each invocation
-        best: Optional[Commit] = None
+        best: Commit | None = None
         i = 0
         for c in sorted(commits, key=lambda c: c.invoke_ms):
             while i < len(by_ack) and by_ack[i].complete_ms <= c.invoke_ms:

@@ -34,8 +34,9 @@ Every injected fault is written to the trace and listed in run.json's `faults`.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import Any
 
 from kafkasim.runtime.sim.filesystem import CRASH_MODES
 

@@ -35,8 +35,9 @@ so checking never changes a run's trace.
 from __future__ import annotations
 
 import struct
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Callable, Optional
+from typing import Any
 
 from kafkasim.cluster.sim_cluster import SimCluster
 from kafkasim.harness.checkers import Anomaly, CheckResult
@@ -117,7 +118,7 @@ def check_replicas(cluster: SimCluster) -> list[CheckResult]:
     return [divergence, behind]
 
 
-def _safe_batches(log: Any, start: int, end: int) -> Optional[list[BatchId]]:
+def _safe_batches(log: Any, start: int, end: int) -> list[BatchId] | None:
     try:
         return batches_below(log, start, end)
     except Exception:  # an offline or closed log: nothing to compare
@@ -125,7 +126,7 @@ def _safe_batches(log: Any, start: int, end: int) -> Optional[list[BatchId]]:
 
 
 def _first_difference(reference: dict[int, BatchId], theirs: list[BatchId], start: int
-                      ) -> Optional[tuple[int, Optional[list[int]], list[int]]]:
+                      ) -> tuple[int, list[int] | None, list[int]] | None:
     for b in theirs:
         if b.last_offset < start:
             continue
@@ -206,7 +207,7 @@ def scan_batches(buf: bytes | bytearray, check_crc: bool) -> list[BatchId]:
     return out
 
 
-def _segment_tp(path: str, log_dir: str) -> Optional[tuple[TopicPartition, int, bool]]:
+def _segment_tp(path: str, log_dir: str) -> tuple[TopicPartition, int, bool] | None:
     """(partition, base offset, is a live .log) for a segment file of `log_dir`, else None."""
     if not path.startswith(log_dir + "/"):
         return None
@@ -338,11 +339,11 @@ class RecoveryWatch:
             self.not_prefix.anomalies.append(Anomaly("recovered-not-prefix", dict(where, **first)))
 
 
-def _ids(b: Optional[BatchId]) -> Optional[list[int]]:
+def _ids(b: BatchId | None) -> list[int] | None:
     return None if b is None else [b.base_offset, b.last_offset, b.leader_epoch, b.crc]
 
 
-def _not_prefix(before: list[BatchId], recovered: list[BatchId]) -> Optional[dict[str, Any]]:
+def _not_prefix(before: list[BatchId], recovered: list[BatchId]) -> dict[str, Any] | None:
     """Where `recovered` stops being `before`'s prefix plus batches truncated from it (batches
     written once but absent from `before`); None if it does not."""
     log_start = before[0].base_offset if before else None

@@ -21,8 +21,9 @@ the History."""
 
 from __future__ import annotations
 
+from collections.abc import Callable, Coroutine
 from dataclasses import dataclass, field
-from typing import Any, Callable, Coroutine, Protocol
+from typing import Any, Protocol
 
 from kafkasim.client.connection import ClientError
 from kafkasim.client.consumer import ConsumerConfig

@@ -7,7 +7,8 @@ nodes it crashed), so faults that overlap do not heal each other.
 
 from __future__ import annotations
 
-from typing import Callable, Optional
+from collections.abc import Callable
+from typing import Optional
 
 from kafkasim.cluster.sim_cluster import SimCluster, is_role_target
 from kafkasim.harness.faults import Fault
@@ -39,7 +40,7 @@ def _names(world: SimWorld, cluster: SimCluster, targets: list[str], fresh: bool
     return out
 
 
-def apply_fault(world: SimWorld, cluster: SimCluster, fault: Fault, harness: Optional[Owner] = None) -> None:
+def apply_fault(world: SimWorld, cluster: SimCluster, fault: Fault, harness: Owner | None = None) -> None:
     """Inject one fault now; role targets resolve now. With duration_ms, schedule its undo."""
     desc = fault.describe()
     fresh = fault.kind not in ("restart", "disk_clear")  # these act on whom the role last was

@@ -27,7 +27,8 @@ not traced). The monitor only reads broker objects.
 
 from __future__ import annotations
 
-from typing import Any, Callable, Optional
+from collections.abc import Callable
+from typing import Any
 
 from kafkasim.cluster.sim_cluster import SimCluster, broker_node_name
 from kafkasim.harness.checkers import Anomaly, CheckResult
@@ -115,7 +116,7 @@ class InvariantMonitor:
         if not leaders:
             return
         leaders.sort(key=lambda e: (-e[0], e[1]))
-        for (e1, n1, _), (e2, n2, _) in zip(leaders, leaders[1:]):
+        for (e1, n1, _), (e2, n2, _) in zip(leaders, leaders[1:], strict=False):
             if e1 == e2:
                 self._violation("two-leaders-one-epoch", (tp, e1), topic=tp[0], partition=tp[1], leader_epoch=e1,
                                 leaders=[n1, n2])
@@ -154,7 +155,7 @@ class InvariantMonitor:
     def _out_of_isr(p: Any) -> list[int]:
         return [b for b in p.assignment if b not in p.maximal_isr]
 
-    def _replica(self, name: str, tp: TopicPartition) -> Optional[Any]:
+    def _replica(self, name: str, tp: TopicPartition) -> Any | None:
         server = self.cluster.servers.get(name)
         if server is None or not self.world.nodes[name].alive:
             return None

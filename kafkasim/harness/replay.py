@@ -7,25 +7,24 @@ from __future__ import annotations
 import json
 import os
 from dataclasses import dataclass
-from typing import Optional
 
-from kafkasim.runtime import bugs
 from kafkasim.harness.runner import run_scenario
 from kafkasim.harness.scenario import load_scenario
+from kafkasim.runtime import bugs
 
 
 @dataclass
 class ReplayResult:
     original_hash: str
     replay_hash: str
-    first_divergence: Optional[tuple[int, str, str]]  # (line number, original, replay)
+    first_divergence: tuple[int, str, str] | None  # (line number, original, replay)
 
     @property
     def identical(self) -> bool:
         return self.original_hash == self.replay_hash
 
 
-def first_divergence(a_path: str, b_path: str) -> Optional[tuple[int, str, str]]:
+def first_divergence(a_path: str, b_path: str) -> tuple[int, str, str] | None:
     with open(a_path) as a, open(b_path) as b:
         n = 0
         while True:

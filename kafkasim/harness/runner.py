@@ -9,12 +9,11 @@ from __future__ import annotations
 import json
 import os
 from dataclasses import dataclass
-from typing import Any, Optional
+from typing import Any
 
 from kafkasim.broker.config import BrokerConfig
 from kafkasim.client.cluster import ClientCluster
 from kafkasim.cluster.sim_cluster import SimCluster
-from kafkasim.runtime import bugs
 from kafkasim.harness.checkers import Anomaly, CheckResult, check_all
 from kafkasim.harness.godseye import GodsEye, check_replicas, failover_times
 from kafkasim.harness.group_workload import GroupRun, Slot, StartMember, member_starter, run_churn
@@ -23,6 +22,7 @@ from kafkasim.harness.nemesis import with_concrete_faults
 from kafkasim.harness.scenario import Scenario
 from kafkasim.harness.workload import History, run_consumer, run_producer
 from kafkasim.protocol import errors as E
+from kafkasim.runtime import bugs
 from kafkasim.runtime.host import code_version, wall_seconds
 from kafkasim.runtime.sim.world import SimWorld
 
@@ -128,7 +128,7 @@ async def _create_topics(rt: Any, bootstrap: str, scenario: Scenario, ready: Any
     ready.set_result(None)
 
 
-def run_scenario(scenario: Scenario, seed: int, out_dir: Optional[str] = None) -> RunResult:
+def run_scenario(scenario: Scenario, seed: int, out_dir: str | None = None) -> RunResult:
     out_dir = out_dir or default_out_dir(scenario, seed)
     os.makedirs(out_dir, exist_ok=True)
     scenario = with_concrete_faults(scenario, seed)  # nemesis profiles -> this seed's faults
@@ -159,7 +159,7 @@ def run_scenario(scenario: Scenario, seed: int, out_dir: Optional[str] = None) -
     return RunResult(run, out_dir)
 
 
-def _percentiles(values: list[float]) -> Optional[dict[str, float]]:
+def _percentiles(values: list[float]) -> dict[str, float] | None:
     if not values:
         return None
     v = sorted(values)

@@ -112,7 +112,7 @@ class _Reader:
             raise self.fail(key, "a positive number", v)
         return v
 
-    def sub(self, key: str) -> "_Reader":
+    def sub(self, key: str) -> _Reader:
         v = self.get(key, dict, {}, "a table")
         return _Reader(self.path, v, f"{self.prefix}.{key}" if self.prefix else key)
 

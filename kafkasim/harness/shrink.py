@@ -16,14 +16,15 @@ import copy
 import json
 import os
 import re
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Any
 
-from kafkasim.runtime import bugs
 from kafkasim.harness.faults import TARGETED, Fault
 from kafkasim.harness.nemesis import with_concrete_faults
 from kafkasim.harness.runner import run_scenario
 from kafkasim.harness.scenario import Scenario, load_scenario
+from kafkasim.runtime import bugs
 
 NUMERIC = (("producer", "messages", 1), ("producer", "count", 1), ("consumer", "count", 1),
            ("topic", "partitions", 1), ("cluster", "brokers", 1))

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass
-from typing import Any, Optional
+from typing import Any
 from xml.sax.saxutils import escape, quoteattr
 
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
@@ -49,7 +49,7 @@ def run_job(job: Job) -> dict[str, Any]:
             "expected": [c["name"] for c in run["checks"] if not c["ok"] and c["expected"]]}
 
 
-def sweep(path: str, seeds: list[int], jobs: int, reports_dir: str, junit: Optional[str]) -> list[dict[str, Any]]:
+def sweep(path: str, seeds: list[int], jobs: int, reports_dir: str, junit: str | None) -> list[dict[str, Any]]:
     files = scenario_files(path)
     for f in files:
         load_scenario(f)  # fail fast, naming file and key, before any worker starts

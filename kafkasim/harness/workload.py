@@ -9,7 +9,7 @@ from __future__ import annotations
 from bisect import bisect_left
 from dataclasses import dataclass, field
 from itertools import accumulate
-from typing import Any, Optional
+from typing import Any
 
 from kafkasim.client.consumer import Consumer, ConsumerConfig
 from kafkasim.client.producer import Producer, ProducerConfig, RecordMetadata
@@ -22,10 +22,10 @@ from kafkasim.runtime.api import NodeRuntime
 class Send:
     process: str
     value: str
-    key: Optional[str]
+    key: str | None
     invoke_ms: float
     complete_ms: float = -1.0
-    ok: Optional[bool] = None   # None: no answer (info)
+    ok: bool | None = None   # None: no answer (info)
     partition: int = -1
     offset: int = -1
     error: int = 0
@@ -64,7 +64,7 @@ class Commit:
     offsets: dict[int, int]        # partition -> committed offset (the next one to read)
     invoke_ms: float
     complete_ms: float = -1.0
-    acked: Optional[bool] = None   # True: the broker answered NONE for every partition; None: no answer
+    acked: bool | None = None   # True: the broker answered NONE for every partition; None: no answer
     errors: dict[int, int] = field(default_factory=dict)
 
 
@@ -118,7 +118,7 @@ class KeyChooser:
         self._cumulative = list(accumulate(1.0 / (i + 1) for i in range(spec.key_space))) \
             if spec.key_distribution == "zipf" else []
 
-    def next(self) -> Optional[str]:
+    def next(self) -> str | None:
         if not self.spec.key_space:
             return None
         if not self._cumulative:

@@ -60,7 +60,7 @@ class Versions:
     hi: int  # inclusive; lo > hi is the empty range
 
     @staticmethod
-    def parse(s: str | None) -> "Versions":
+    def parse(s: str | None) -> Versions:
         if s is None or s == "none" or s == "":
             return Versions(1, 0)
         s = s.strip()
@@ -93,7 +93,7 @@ class FieldDef:
     ignorable: bool
     default: str | None
     flex_override: Versions | None
-    struct: "StructDef | None" = None
+    struct: StructDef | None = None
 
     @property
     def is_array(self) -> bool:
@@ -113,7 +113,7 @@ class StructDef:
     name: str
     qual: str  # e.g. "ProduceRequest.TopicProduceData"
     fields: list[FieldDef]
-    children: list["StructDef"] = field(default_factory=list)  # classes nested in this one
+    children: list[StructDef] = field(default_factory=list)  # classes nested in this one
 
     @property
     def alias(self) -> str:

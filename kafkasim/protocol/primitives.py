@@ -45,7 +45,8 @@ generated readers do ("Tried to read N elements, but only M bytes remain").
 from __future__ import annotations
 
 import struct
-from typing import Any, Callable, NamedTuple
+from collections.abc import Callable
+from typing import Any, NamedTuple
 
 from kafkasim.protocol.errors import ProtocolError, UnsupportedVersionError
 

@@ -350,7 +350,7 @@ def build_legacy_message_set(
         i if r.offset_delta is None else r.offset_delta for i, r in enumerate(records)
     ]
     messages = []
-    for record, delta in zip(records, deltas):
+    for record, delta in zip(records, deltas, strict=False):
         if record.headers:
             raise ValueError("magic 0/1 messages have no headers")
         ts = (
@@ -426,7 +426,7 @@ def convert_legacy_to_v2(
         deltas = list(range(len(messages)))
     all_log_append = all(m.timestamp_type == LOG_APPEND_TIME for m in messages)
     records = [
-        Record(m.timestamp_ms, m.key, m.value, (), d) for m, d in zip(messages, deltas)
+        Record(m.timestamp_ms, m.key, m.value, (), d) for m, d in zip(messages, deltas, strict=False)
     ]
     return build_batch(
         records,

@@ -16,8 +16,9 @@ from __future__ import annotations
 
 import abc
 import asyncio
+from collections.abc import Awaitable, Callable, Coroutine, Iterable
 from dataclasses import dataclass
-from typing import Any, Awaitable, Callable, Coroutine, Generic, Iterable, Optional, TypeVar
+from typing import Any, Generic, TypeVar
 
 T = TypeVar("T")
 
@@ -150,7 +151,7 @@ class Stream(abc.ABC):
     async def write(self, data: bytes | bytearray | memoryview) -> None:
         """Queue the bytes for the peer; returns once the local buffer accepted them."""
 
-    async def sendfile(self, fh: "FileHandle", offset: int, count: int) -> None:
+    async def sendfile(self, fh: FileHandle, offset: int, count: int) -> None:
         """Send `count` bytes of an open data file from `offset` (Kafka's FileRecords.writeTo):
         zero-copy os.sendfile in the real world; read + write where that is all there is."""
         data = fh.read(offset, count)
@@ -298,7 +299,7 @@ class ZkClient(abc.ABC):
                      sequential: bool = False, makepath: bool = False) -> str: ...
 
     @abc.abstractmethod
-    async def get(self, path: str, watch: Optional[Watcher] = None) -> tuple[bytes, ZStat]: ...
+    async def get(self, path: str, watch: Watcher | None = None) -> tuple[bytes, ZStat]: ...
 
     @abc.abstractmethod
     async def set(self, path: str, data: bytes, version: int = -1) -> ZStat: ...
@@ -307,10 +308,10 @@ class ZkClient(abc.ABC):
     async def delete(self, path: str, version: int = -1, recursive: bool = False) -> None: ...
 
     @abc.abstractmethod
-    async def exists(self, path: str, watch: Optional[Watcher] = None) -> Optional[ZStat]: ...
+    async def exists(self, path: str, watch: Watcher | None = None) -> ZStat | None: ...
 
     @abc.abstractmethod
-    async def get_children(self, path: str, watch: Optional[Watcher] = None) -> list[str]:
+    async def get_children(self, path: str, watch: Watcher | None = None) -> list[str]:
         """Child names, sorted."""
 
     @abc.abstractmethod

@@ -18,8 +18,8 @@ finds nothing.
 from __future__ import annotations
 
 import os
+from collections.abc import Iterator
 from contextlib import contextmanager
-from typing import Iterator
 
 ENV_VAR = "KAFKASIM_SEEDED_BUGS"
 

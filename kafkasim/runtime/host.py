@@ -6,8 +6,9 @@ from __future__ import annotations
 import os
 import subprocess
 import time
+from collections.abc import Callable
 from importlib import metadata
-from typing import Callable, TypeVar
+from typing import TypeVar
 
 T = TypeVar("T")
 R = TypeVar("R")

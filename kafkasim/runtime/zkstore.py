@@ -20,10 +20,19 @@ from __future__ import annotations
 
 import copy
 from dataclasses import dataclass, field
-from typing import Any, Optional
+from typing import Any
 
-from kafkasim.runtime.api import (BadVersionError, NoChildrenForEphemeralsError, NodeExistsError,
-                                  NoNodeError, NotEmptyError, WatchEvent, Watcher, ZOp, ZStat)
+from kafkasim.runtime.api import (
+    BadVersionError,
+    NoChildrenForEphemeralsError,
+    NodeExistsError,
+    NoNodeError,
+    NotEmptyError,
+    Watcher,
+    WatchEvent,
+    ZOp,
+    ZStat,
+)
 
 
 @dataclass
@@ -86,20 +95,20 @@ class ZkStore:
         n = self.nodes[path]
         return ZStat(n.czxid, n.mzxid, n.version, n.cversion, n.ephemeral_owner, len(n.children), len(n.data))
 
-    def get(self, sid: int, path: str, watch: Optional[Watcher]) -> tuple[bytes, ZStat]:
+    def get(self, sid: int, path: str, watch: Watcher | None) -> tuple[bytes, ZStat]:
         if path not in self.nodes:
             raise NoNodeError(path)
         if watch is not None:
             self._add_watch(self._data_watches, path, sid, watch)
         return self.nodes[path].data, self.stat(path)
 
-    def exists(self, sid: int, path: str, watch: Optional[Watcher]) -> Optional[ZStat]:
+    def exists(self, sid: int, path: str, watch: Watcher | None) -> ZStat | None:
         _check_path(path)
         if watch is not None:
             self._add_watch(self._data_watches, path, sid, watch)
         return self.stat(path) if path in self.nodes else None
 
-    def get_children(self, sid: int, path: str, watch: Optional[Watcher]) -> list[str]:
+    def get_children(self, sid: int, path: str, watch: Watcher | None) -> list[str]:
         if path not in self.nodes:
             raise NoNodeError(path)
         if watch is not None:

@@ -26,7 +26,6 @@ from __future__ import annotations
 import base64
 import json
 from dataclasses import dataclass
-from typing import Optional
 
 from kafkasim.runtime.api import FileSystem
 
@@ -70,7 +69,7 @@ async def write_atomically(fs: FileSystem, path: str, data: bytes) -> None:
     await fs.fsync_dir(_dir_of(path))
 
 
-def read_text(fs: FileSystem, path: str) -> Optional[str]:
+def read_text(fs: FileSystem, path: str) -> str | None:
     if not fs.exists(path):
         return None
     f = fs.open(path, create=False)
@@ -208,7 +207,7 @@ class PartitionMetadataFile:
     async def write(self, topic_id: bytes) -> None:
         await write_atomically(self.fs, self.path, self.render(topic_id))
 
-    def read(self) -> Optional[bytes]:
+    def read(self) -> bytes | None:
         text = read_text(self.fs, self.path)
         return None if text is None else self.parse(text, self.path)
 

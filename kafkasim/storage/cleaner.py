@@ -27,12 +27,24 @@ from __future__ import annotations
 
 import struct
 from dataclasses import dataclass, field
-from typing import Optional
 
-from kafkasim.records.batch import (ATTRIBUTES_OFFSET, COMPRESSION_CODEC_MASK, CONTROL_FLAG_MASK, CRC_OFFSET,
-                                    DELETE_HORIZON_FLAG_MASK, LOG_APPEND_TIME, LOG_OVERHEAD, MAGIC_VALUE_V2,
-                                    RECORD_BATCH_OVERHEAD, BatchHeader, DecodedRecord, Record, decode_batch_records,
-                                    encode_record, read_header)
+from kafkasim.records.batch import (
+    ATTRIBUTES_OFFSET,
+    COMPRESSION_CODEC_MASK,
+    CONTROL_FLAG_MASK,
+    CRC_OFFSET,
+    DELETE_HORIZON_FLAG_MASK,
+    LOG_APPEND_TIME,
+    LOG_OVERHEAD,
+    MAGIC_VALUE_V2,
+    RECORD_BATCH_OVERHEAD,
+    BatchHeader,
+    DecodedRecord,
+    Record,
+    decode_batch_records,
+    encode_record,
+    read_header,
+)
 from kafkasim.records.compression import CompressionType, compress
 from kafkasim.records.crc import crc32c
 from kafkasim.storage.log import Log
@@ -85,7 +97,7 @@ class OffsetMap:
         return self.offsets.get(key, -1)
 
 
-def cleanable_range(log: Log, checkpoint: Optional[int], now_ms: int) -> tuple[int, int]:
+def cleanable_range(log: Log, checkpoint: int | None, now_ms: int) -> tuple[int, int]:
     """(first dirty offset, first uncleanable offset) — LogCleanerManager.cleanableOffsets."""
     first_dirty = log.log_start_offset if checkpoint is None else checkpoint
     if first_dirty < log.log_start_offset or first_dirty > log.log_end_offset:
@@ -181,7 +193,7 @@ class Cleaner:
 
 
 def filter_batch(data: bytes, h: BatchHeader, offset_map: OffsetMap, now_ms: int, delete_retention_ms: int,
-                 active_producers: dict[int, int], result: CleanResult) -> Optional[bytes]:
+                 active_producers: dict[int, int], result: CleanResult) -> bytes | None:
     """MemoryRecords.filterTo for one batch with the cleaner's RecordFilter: the batch to
     write (the original bytes, a rebuilt batch, an empty batch) or None to drop it."""
     if h.is_control:
@@ -207,7 +219,7 @@ def filter_batch(data: bytes, h: BatchHeader, offset_map: OffsetMap, now_ms: int
     return None
 
 
-def should_retain(rec: DecodedRecord, horizon: Optional[int], offset_map: OffsetMap, now_ms: int) -> bool:
+def should_retain(rec: DecodedRecord, horizon: int | None, offset_map: OffsetMap, now_ms: int) -> bool:
     """Cleaner.shouldRetainRecord (magic v2)."""
     if rec.offset > offset_map.latest_offset:
         return True
@@ -218,7 +230,7 @@ def should_retain(rec: DecodedRecord, horizon: Optional[int], offset_map: Offset
     return latest and (rec.value is not None or retain_deletes)
 
 
-def rebuild_batch(h: BatchHeader, kept: list[DecodedRecord], delete_horizon_ms: Optional[int]) -> bytes:
+def rebuild_batch(h: BatchHeader, kept: list[DecodedRecord], delete_horizon_ms: int | None) -> bytes:
     """MemoryRecordsBuilder over the retained records with the original batch's identity, its
     last offset kept (builder.overrideLastOffset) so the producer's last sequence survives."""
     # Records read from a LogAppendTime batch carry its max timestamp (as Kafka's do).

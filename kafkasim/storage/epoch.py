@@ -8,8 +8,6 @@ Kafka writes the file synchronously on ``assign`` and in the background after tr
 
 from __future__ import annotations
 
-from typing import Optional
-
 from kafkasim.runtime.api import FileSystem
 from kafkasim.storage.checkpoints import LEADER_EPOCH_CHECKPOINT, CheckpointError, LeaderEpochCheckpointFile
 
@@ -19,7 +17,7 @@ class LeaderEpochFileCache:
         self.checkpoint = LeaderEpochCheckpointFile(fs, f"{dir_path}/{LEADER_EPOCH_CHECKPOINT}")
         self.entries: list[tuple[int, int]] = []  # (epoch, start offset), both increasing
         self.dirty = False
-        self.load_error: Optional[str] = None
+        self.load_error: str | None = None
 
     def load(self) -> None:
         try:

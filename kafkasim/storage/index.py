@@ -29,7 +29,7 @@ slot for a sorted index and exists only to keep mmap pages hot).
 from __future__ import annotations
 
 import struct
-from typing import ClassVar, Optional
+from typing import ClassVar
 
 from kafkasim.runtime.api import FileHandle, FileSystem
 
@@ -71,7 +71,7 @@ class AbstractIndex:
         self._entries = 0 if newly_created else self.length // self.ENTRY_SIZE
         # In-memory copy of the first `_entries` entries (None until first needed) and the
         # first entry not yet written to the file.
-        self._buf: Optional[bytearray] = bytearray() if newly_created else None
+        self._buf: bytearray | None = bytearray() if newly_created else None
         self._unwritten = self._entries
 
     # ---------------------------------------------------------------- contents

@@ -33,22 +33,30 @@ I/O errors take the log offline (Kafka's log dir failure): every later call rais
 from __future__ import annotations
 
 import bisect
+import struct
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import Any, Callable, Iterator, Optional
+from typing import Any
 
-import struct
-
-from kafkasim.records.batch import PARTITION_LEADER_EPOCH_OFFSET, BatchHeader
-from kafkasim.records.batch import decode_batch_records
+from kafkasim.records.batch import PARTITION_LEADER_EPOCH_OFFSET, BatchHeader, decode_batch_records
 from kafkasim.runtime.api import NodeRuntime
 from kafkasim.storage.checkpoints import PARTITION_METADATA, PartitionMetadataFile
 from kafkasim.storage.epoch import LeaderEpochFileCache
 from kafkasim.storage.file_records import FileRecords
 from kafkasim.storage.index import CorruptIndexError
 from kafkasim.storage.scheduler import Scheduler, SerialQueue
-from kafkasim.storage.segment import (CLEANED_SUFFIX, DELETED_SUFFIX, INDEX_SUFFIX, LOG_SUFFIX, SWAP_SUFFIX,
-                                      TIME_INDEX_SUFFIX, LogSegment, log_file_name, offset_from_file_name)
+from kafkasim.storage.segment import (
+    CLEANED_SUFFIX,
+    DELETED_SUFFIX,
+    INDEX_SUFFIX,
+    LOG_SUFFIX,
+    SWAP_SUFFIX,
+    TIME_INDEX_SUFFIX,
+    LogSegment,
+    log_file_name,
+    offset_from_file_name,
+)
 
 LONG_MAX = 2**63 - 1
 _STAMP = struct.Struct(">q")  # baseOffset at byte 0 of a batch (records/batch.py: outside the CRC)
@@ -121,7 +129,7 @@ def parse_topic_partition(dir_name: str) -> tuple[str, int]:
 
 class Log:
     def __init__(self, rt: NodeRuntime, dir_path: str, config: LogConfig,
-                 on_failure: Optional[Callable[["Log", BaseException], None]] = None) -> None:
+                 on_failure: Callable[[Log, BaseException], None] | None = None) -> None:
         self.rt, self.fs, self.dir, self.config = rt, rt.fs, dir_path, config
         self.topic, self.partition = parse_topic_partition(dir_path)
         self._segments: tuple[LogSegment, ...] = ()
@@ -130,7 +138,7 @@ class Log:
         self.log_end_offset = 0
         self.recovery_point = 0
         self.checkpointed_recovery_point = 0  # what recovery-point-offset-checkpoint says (LogManager)
-        self._high_watermark: Optional[int] = None
+        self._high_watermark: int | None = None
         self.last_flush_ms = rt.now_ms()
         self.leader_epoch_cache = LeaderEpochFileCache(self.fs, dir_path)
         self.recovery_truncations: list[dict[str, int | str]] = []
@@ -139,7 +147,7 @@ class Log:
         self.on_failure = on_failure
         self.offline = False
         self.closed = False
-        self.topic_id: Optional[bytes] = None
+        self.topic_id: bytes | None = None
         self._pending_index_rebuild: set[int] = set()
         self._recovered_epochs: list[tuple[int, int]] = []
 
@@ -217,7 +225,7 @@ class Log:
     @classmethod
     async def load(cls, rt: NodeRuntime, dir_path: str, config: LogConfig, *, recovery_point: int = 0,
                    log_start_offset: int = 0, had_clean_shutdown: bool = False,
-                   on_failure: Optional[Callable[["Log", BaseException], None]] = None) -> "Log":
+                   on_failure: Callable[[Log, BaseException], None] | None = None) -> Log:
         """Open a log directory (creating it when missing), recovering it if needed."""
         log = cls(rt, dir_path, config, on_failure)
         log.checkpointed_recovery_point = recovery_point
@@ -473,7 +481,7 @@ class Log:
             await PartitionMetadataFile(self.fs, f"{self.dir}/{PARTITION_METADATA}").write(topic_id)
             self.topic_id = topic_id
 
-    def roll(self, expected_next_offset: Optional[int] = None) -> LogSegment:
+    def roll(self, expected_next_offset: int | None = None) -> LogSegment:
         """LocalLog.roll: finish the active segment (closing time index entry, trimmed
         indexes) and start a new one at the log end offset; its flush runs in the background."""
         with self._io("rolling the log"):
@@ -532,7 +540,7 @@ class Log:
                 self.last_flush_ms = self.rt.now_ms()
 
     # ================================================================ read
-    def read(self, offset: int, max_bytes: int, max_offset: Optional[int] = None,
+    def read(self, offset: int, max_bytes: int, max_offset: int | None = None,
              min_one_message: bool = True) -> bytes:
         """Whole batches from the one containing `offset`, up to max_bytes — always the first
         batch, however large, when min_one_message. Nothing at or past `max_offset` (the high
@@ -541,13 +549,13 @@ class Log:
         data = self._read(offset, max_bytes, max_offset, min_one_message, LogSegment.read)
         return b"" if data is None else data
 
-    def read_records(self, offset: int, max_bytes: int, max_offset: Optional[int] = None,
+    def read_records(self, offset: int, max_bytes: int, max_offset: int | None = None,
                      min_one_message: bool = True) -> FileRecords:
         """The same batches as read(), as file regions (Kafka's FileRecords) for sendfile."""
         region = self._read(offset, max_bytes, max_offset, min_one_message, LogSegment.read_region)
         return FileRecords([] if region is None else [region])
 
-    def _read(self, offset: int, max_bytes: int, max_offset: Optional[int], min_one_message: bool,
+    def _read(self, offset: int, max_bytes: int, max_offset: int | None, min_one_message: bool,
               reader: Callable[..., Any]) -> Any:
         with self._io("reading the log"):
             segs, bases = self._segments, self._bases
@@ -570,7 +578,7 @@ class Log:
                 i += 1
             return None
 
-    def offset_for_timestamp(self, timestamp_ms: int) -> Optional[tuple[int, int]]:
+    def offset_for_timestamp(self, timestamp_ms: int) -> tuple[int, int] | None:
         """(offset, timestamp) of the first record with timestamp >= timestamp_ms at or after
         the log start offset (UnifiedLog.fetchOffsetByTimestamp via the time index)."""
         with self._io("searching by timestamp"):
@@ -580,7 +588,7 @@ class Log:
                     return None if found is None else (found[1], found[0])
             return None
 
-    def max_timestamp_and_offset(self) -> Optional[tuple[int, int]]:
+    def max_timestamp_and_offset(self) -> tuple[int, int] | None:
         """ListOffsets MAX_TIMESTAMP: (max timestamp, offset of the first record carrying it)."""
         with self._io("searching by timestamp"):
             segs = self._segments
@@ -646,14 +654,14 @@ class Log:
             return 0
         diff = [self.size_in_bytes - limit]
 
-        def should_delete(s: LogSegment, nxt: Optional[LogSegment]) -> bool:
+        def should_delete(s: LogSegment, nxt: LogSegment | None) -> bool:
             if diff[0] - s.size >= 0:
                 diff[0] -= s.size
                 return True
             return False
         return self._delete_segments(should_delete, "retention size breach")
 
-    def _delete_segments(self, predicate: Callable[[LogSegment, Optional[LogSegment]], bool], reason: str) -> int:
+    def _delete_segments(self, predicate: Callable[[LogSegment, LogSegment | None], bool], reason: str) -> int:
         segs = self._segments
         deletable: list[LogSegment] = []
         hw = self.high_watermark
@@ -772,7 +780,7 @@ class Log:
             seg.close_handlers()
 
 
-def index_problem(seg: LogSegment, next_base: Optional[int]) -> str:
+def index_problem(seg: LogSegment, next_base: int | None) -> str:
     """Why a segment's indexes cannot be trusted, or "" — Kafka's sanityCheck of both indexes,
     then (beyond Kafka) entries that increase and point at batches that are really there: the
     offset entry's position must be a batch boundary inside the file, holding the entry's

@@ -21,12 +21,18 @@ it refuses further work, the jobs stop, and no clean-shutdown marker is written.
 from __future__ import annotations
 
 from dataclasses import dataclass, fields
-from typing import Any, Optional
+from typing import Any
 
 from kafkasim.runtime.api import Future, NodeRuntime
-from kafkasim.storage.checkpoints import (CLEANER_OFFSET_CHECKPOINT, LOG_START_OFFSET_CHECKPOINT,
-                                          RECOVERY_POINT_CHECKPOINT, REPLICATION_OFFSET_CHECKPOINT,
-                                          CheckpointError, CleanShutdownFile, OffsetCheckpointFile)
+from kafkasim.storage.checkpoints import (
+    CLEANER_OFFSET_CHECKPOINT,
+    LOG_START_OFFSET_CHECKPOINT,
+    RECOVERY_POINT_CHECKPOINT,
+    REPLICATION_OFFSET_CHECKPOINT,
+    CheckpointError,
+    CleanShutdownFile,
+    OffsetCheckpointFile,
+)
 from kafkasim.storage.cleaner import Cleaner, CleanerConfig, CleanResult, cleanable_range, dirty_ratio
 from kafkasim.storage.log import LONG_MAX, KafkaStorageError, Log, LogConfig, parse_topic_partition
 from kafkasim.storage.scheduler import Scheduler, SerialQueue
@@ -48,7 +54,7 @@ class LogManagerConfig:
     cleaner_dedupe_buffer_size: int = 134217728             # log.cleaner.dedupe.buffer.size
 
     @classmethod
-    def from_properties(cls, props: dict[str, Any]) -> "LogManagerConfig":
+    def from_properties(cls, props: dict[str, Any]) -> LogManagerConfig:
         """From server.properties names (`log.retention.check.interval.ms`, ...); others ignored."""
         renamed = {"replica.high.watermark.checkpoint.interval.ms": "high_watermark_checkpoint_interval_ms"}
         defaults = cls()
@@ -63,7 +69,7 @@ class LogManagerConfig:
 
 class LogManager:
     def __init__(self, rt: NodeRuntime, log_dir: str, default_config: LogConfig,
-                 config: Optional[LogManagerConfig] = None) -> None:
+                 config: LogManagerConfig | None = None) -> None:
         self.rt, self.fs, self.log_dir = rt, rt.fs, log_dir
         self.default_config = default_config
         self.config = config or LogManagerConfig()
@@ -79,8 +85,8 @@ class LogManager:
         self._log_start_offsets: dict[TopicPartition, int] = {}
         self.high_watermark_checkpoint: dict[TopicPartition, int] = {}
         self.cleaner_checkpoint: dict[TopicPartition, int] = {}
-        self.last_clean: Optional[CleanResult] = None
-        self._ready: Optional[Future[Any]] = None           # startup done
+        self.last_clean: CleanResult | None = None
+        self._ready: Future[Any] | None = None           # startup done
         self._creating: dict[TopicPartition, Future[Any]] = {}  # logs being created or loaded
         self._checkpoint_writes: dict[str, SerialQueue] = {}     # one writer per checkpoint file
 
@@ -139,7 +145,7 @@ class LogManager:
         await self.fs.fsync_dir(parent)
 
     async def _load(self, tp: TopicPartition, had_clean_shutdown: bool,
-                    config: Optional[LogConfig] = None) -> Log:
+                    config: LogConfig | None = None) -> Log:
         log = await Log.load(self.rt, self._path(f"{tp[0]}-{tp[1]}"), config or self.default_config,
                              recovery_point=self._recovery_points.get(tp, 0),
                              log_start_offset=self._log_start_offsets.get(tp, 0),
@@ -170,12 +176,12 @@ class LogManager:
         return float(FLUSH_CHECK_FALLBACK_MS)
 
     # ---------------------------------------------------------------- logs
-    def get_log(self, topic: str, partition: int) -> Optional[Log]:
+    def get_log(self, topic: str, partition: int) -> Log | None:
         log = self.logs.get((topic, partition))
         return None if log is None or log.closed else log
 
-    async def get_or_create_log(self, topic: str, partition: int, config: Optional[LogConfig] = None,
-                                topic_id: Optional[bytes] = None) -> Log:
+    async def get_or_create_log(self, topic: str, partition: int, config: LogConfig | None = None,
+                                topic_id: bytes | None = None) -> Log:
         """The partition's log, created (with its directory entry made durable) when missing."""
         if self.offline:
             raise KafkaStorageError(f"Can not create log for {topic}-{partition} because log directory "
@@ -198,7 +204,7 @@ class LogManager:
             await log.write_partition_metadata(topic_id)
         return log
 
-    async def _create_log(self, tp: TopicPartition, config: Optional[LogConfig]) -> Log:
+    async def _create_log(self, tp: TopicPartition, config: LogConfig | None) -> Log:
         d = self._path(f"{tp[0]}-{tp[1]}")
         if not self.fs.exists(d):
             # A new log: checkpoint entries of an earlier incarnation (a deleted topic) do not apply.
@@ -250,7 +256,7 @@ class LogManager:
             if not log.offline and now - log.last_flush_ms >= log.config.flush_ms:
                 await log.flush()
 
-    async def checkpoint_recovery_offsets(self, logs: Optional[list[tuple[TopicPartition, Log]]] = None) -> None:
+    async def checkpoint_recovery_offsets(self, logs: list[tuple[TopicPartition, Log]] | None = None) -> None:
         if self.offline:
             return
         logs = self.live_logs() if logs is None else logs
@@ -259,7 +265,7 @@ class LogManager:
         for tp, log in logs:
             log.checkpointed_recovery_point = points[tp]
 
-    async def checkpoint_log_start_offsets(self, logs: Optional[list[tuple[TopicPartition, Log]]] = None) -> None:
+    async def checkpoint_log_start_offsets(self, logs: list[tuple[TopicPartition, Log]] | None = None) -> None:
         if self.offline:
             return
         logs = self.live_logs() if logs is None else logs
@@ -267,13 +273,13 @@ class LogManager:
             tp: log.log_start_offset for tp, log in logs
             if log.segments and log.log_start_offset > log.segments[0].base_offset})
 
-    async def checkpoint_high_watermarks(self, logs: Optional[list[tuple[TopicPartition, Log]]] = None) -> None:
+    async def checkpoint_high_watermarks(self, logs: list[tuple[TopicPartition, Log]] | None = None) -> None:
         if self.offline:
             return
         logs = self.live_logs() if logs is None else logs
         await self._write(REPLICATION_OFFSET_CHECKPOINT, {tp: log.high_watermark for tp, log in logs})
 
-    async def checkpoint_cleaner_offsets(self, logs: Optional[list[tuple[TopicPartition, Log]]] = None) -> None:
+    async def checkpoint_cleaner_offsets(self, logs: list[tuple[TopicPartition, Log]] | None = None) -> None:
         if self.offline:
             return
         live = {tp for tp, _ in (self.live_logs() if logs is None else logs)}
@@ -287,11 +293,11 @@ class LogManager:
             self._dir_failed(exc)
             raise KafkaStorageError(f"Disk error while writing {name} in directory {self.log_dir}: {exc}") from exc
 
-    async def clean_filthiest_log(self) -> Optional[CleanResult]:
+    async def clean_filthiest_log(self) -> CleanResult | None:
         """One pass of the cleaner thread: clean the compacted log with the highest dirty ratio
         above its min.cleanable.dirty.ratio, then retention of compact+delete logs."""
         now = self.rt.now_ms()
-        best: Optional[tuple[float, TopicPartition, Log, int, int]] = None
+        best: tuple[float, TopicPartition, Log, int, int] | None = None
         for tp, log in self.live_logs():
             if not log.config.compact or log.offline:
                 continue

@@ -5,7 +5,8 @@ error is traced and the job goes on (or ends, if one-shot); it never escapes as 
 
 from __future__ import annotations
 
-from typing import Any, Awaitable, Callable, Optional
+from collections.abc import Awaitable, Callable
+from typing import Any
 
 from kafkasim.runtime.api import Future, NodeDead, NodeRuntime, Task
 
@@ -76,7 +77,7 @@ class SerialQueue:
 
     def __init__(self, rt: NodeRuntime) -> None:
         self.rt = rt
-        self._last: Optional[Future[Any]] = None
+        self._last: Future[Any] | None = None
 
     async def run(self, job: Job) -> Any:
         prev, done = self._last, self.rt.future()

@@ -22,17 +22,16 @@ answer a ListOffsets by timestamp at record granularity.
 from __future__ import annotations
 
 import struct
+from collections.abc import Iterator
 from dataclasses import dataclass, field
-from typing import Iterator, Optional
 
 import crc32c as _crc32c  # the C implementation records.crc wraps; called bare on the hot path
 
-from kafkasim.runtime import bugs
 from kafkasim.records.batch import LOG_OVERHEAD, MAGIC_VALUE_V2, MIN_BATCH_LENGTH, decode_batch_records
+from kafkasim.runtime import bugs
 from kafkasim.runtime.api import FileHandle, FileSystem
 from kafkasim.storage.file_records import FileRegion
-from kafkasim.storage.index import (NO_TIMESTAMP, IndexOffsetOverflowError, OffsetIndex,
-                                    TimeIndex)
+from kafkasim.storage.index import NO_TIMESTAMP, IndexOffsetOverflowError, OffsetIndex, TimeIndex
 
 LOG_SUFFIX = ".log"
 INDEX_SUFFIX = ".index"
@@ -96,12 +95,12 @@ class LogSegment:
         self.time_index = TimeIndex(fs, self._path(TIME_INDEX_SUFFIX), base_offset, max_index_size)
         self.created_ms = now_ms
         self.last_modified_ms = now_ms
-        self.rolling_based_timestamp: Optional[int] = None
-        self._max_ts_and_offset: Optional[tuple[int, int]] = None  # None: not read yet (UNKNOWN)
+        self.rolling_based_timestamp: int | None = None
+        self._max_ts_and_offset: tuple[int, int] | None = None  # None: not read yet (UNKNOWN)
         self.bytes_since_last_index_entry = 0
         self.deleted = False
 
-    def _path(self, kind: str, suffix: Optional[str] = None) -> str:
+    def _path(self, kind: str, suffix: str | None = None) -> str:
         s = self.suffix if suffix is None else suffix
         return f"{self.dir}/{filename_prefix(self.base_offset)}{kind}{s}"
 
@@ -177,7 +176,7 @@ class LogSegment:
         self.bytes_since_last_index_entry += n
 
     # ---------------------------------------------------------------- walking batches
-    def batches(self, start: int = 0, limit: Optional[int] = None, end: Optional[int] = None) -> Iterator[BatchInfo]:
+    def batches(self, start: int = 0, limit: int | None = None, end: int | None = None) -> Iterator[BatchInfo]:
         """Batch headers from byte `start` (a batch boundary) to `end` (default: the file end);
         stops at anything that is not a whole batch."""
         stop = self.log.size() if end is None else end
@@ -199,7 +198,7 @@ class LogSegment:
             pos += size
             count += 1
 
-    def translate_offset(self, offset: int, starting_position: int = 0) -> Optional[BatchInfo]:
+    def translate_offset(self, offset: int, starting_position: int = 0) -> BatchInfo | None:
         """The first batch whose last offset is >= offset (searching from the index entry)."""
         _, position = self.offset_index.lookup(offset)
         for b in self.batches(max(position, starting_position)):
@@ -207,8 +206,8 @@ class LogSegment:
                 return b
         return None
 
-    def read(self, start_offset: int, max_size: int, max_position: Optional[int],
-             min_one_message: bool) -> Optional[bytes]:
+    def read(self, start_offset: int, max_size: int, max_position: int | None,
+             min_one_message: bool) -> bytes | None:
         """Whole batches from the one holding start_offset, at most max_size bytes (the first
         batch whatever its size when min_one_message), none at or past max_position. None when
         no batch here reaches start_offset."""
@@ -227,8 +226,8 @@ class LogSegment:
         end = whole_batches_end(data)
         return data if end == len(data) else data[:end]
 
-    def read_region(self, start_offset: int, max_size: int, max_position: Optional[int],
-                    min_one_message: bool) -> Optional[FileRegion]:
+    def read_region(self, start_offset: int, max_size: int, max_position: int | None,
+                    min_one_message: bool) -> FileRegion | None:
         """As read(), but the whole batches as a region of the segment file, for sendfile: the
         end is found by walking batch length fields (12-byte reads), not by reading the data."""
         if max_size < 0:
@@ -256,7 +255,7 @@ class LogSegment:
             nxt = b.last_offset + 1
         return nxt
 
-    def find_offset_by_timestamp(self, timestamp_ms: int, starting_offset: int) -> Optional[tuple[int, int, int]]:
+    def find_offset_by_timestamp(self, timestamp_ms: int, starting_offset: int) -> tuple[int, int, int] | None:
         """(timestamp, offset, leader epoch) of the first record at or after starting_offset
         whose timestamp is >= timestamp_ms (LogSegment.findOffsetByTimestamp)."""
         _, ts_offset = self.time_index.lookup(timestamp_ms)
@@ -393,7 +392,7 @@ class _RecoveryScan:
         self.valid = 0
         self.last_index_entry = 0
         self.max_ts, self.shallow = NO_TIMESTAMP, seg.base_offset
-        self.first_max_ts: Optional[int] = None
+        self.first_max_ts: int | None = None
         self.reason = ""
         self.epochs: list[tuple[int, int]] = []
         self.offset_entries: list[int] = []  # relative offset, position, ...

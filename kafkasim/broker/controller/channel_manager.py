@@ -15,12 +15,19 @@ LeaderAndIsr v7, UpdateMetadata v8, StopReplica v4.
 from __future__ import annotations
 
 from collections import deque
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Callable, Optional
+from typing import TYPE_CHECKING, Any
 
 from kafkasim.broker import zk_data as Z
-from kafkasim.broker.controller.context import (EPOCH_DURING_DELETE, LEADER_DURING_DELETE, ControllerContext,
-                                                LeaderIsrAndControllerEpoch, ReplicaAssignment, TopicPartition)
+from kafkasim.broker.controller.context import (
+    EPOCH_DURING_DELETE,
+    LEADER_DURING_DELETE,
+    ControllerContext,
+    LeaderIsrAndControllerEpoch,
+    ReplicaAssignment,
+    TopicPartition,
+)
 from kafkasim.broker.network_client import NetworkClient
 from kafkasim.protocol.messages.leader_and_isr import LeaderAndIsrRequest
 from kafkasim.protocol.messages.stop_replica import StopReplicaRequest
@@ -45,16 +52,16 @@ ResponseCallback = Callable[[Any, int], None]
 class QueueItem:
     body: Message
     version: int
-    callback: Optional[ResponseCallback]
+    callback: ResponseCallback | None
 
 
 @dataclass
 class ControllerBrokerState:
     broker: Z.BrokerInfo
     queue: deque[QueueItem] = field(default_factory=deque)
-    wakeup: Optional[Future[Any]] = None
-    task: Optional[Task] = None
-    client: Optional[NetworkClient] = None
+    wakeup: Future[Any] | None = None
+    task: Task | None = None
+    client: NetworkClient | None = None
 
 
 class ControllerChannelManager:
@@ -88,7 +95,7 @@ class ControllerChannelManager:
         state.queue.clear()
 
     def send_request(self, broker_id: int, body: Message, version: int,
-                     callback: Optional[ResponseCallback] = None) -> None:
+                     callback: ResponseCallback | None = None) -> None:
         state = self.brokers.get(broker_id)
         if state is None:
             return  # not (or no longer) a live broker: Kafka drops the request too
@@ -216,7 +223,7 @@ class ControllerBrokerRequestBatch:
                                       topic_states=topic_states, live_leaders=live_leaders)
             channel.send_request(bid, req, LEADER_AND_ISR_VERSION, self.on_leader_and_isr_response)
 
-    def _partition_metadata(self, tp: TopicPartition) -> Optional[Any]:
+    def _partition_metadata(self, tp: TopicPartition) -> Any | None:
         info = self.ctx.leadership.get(tp)
         if info is None:
             return None

@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import enum
 from dataclasses import dataclass, field, replace
-from typing import Optional
 
 from kafkasim.broker.zk_data import BrokerInfo
 
@@ -34,21 +33,21 @@ class LeaderAndIsr:
     leader_recovery_state: int = 0   # 0 RECOVERED, 1 RECOVERING (KIP-704, after an unclean election)
     partition_epoch: int = 0         # the state znode's zkVersion
 
-    def new_leader(self, leader: int) -> "LeaderAndIsr":
+    def new_leader(self, leader: int) -> LeaderAndIsr:
         return self.new_leader_and_isr(leader, self.isr)
 
-    def new_leader_and_isr(self, leader: int, isr: tuple[int, ...]) -> "LeaderAndIsr":
+    def new_leader_and_isr(self, leader: int, isr: tuple[int, ...]) -> LeaderAndIsr:
         """A new leader and/or ISR: the leader epoch always moves on (the state change fences
         the old leader's requests)."""
         return replace(self, leader=leader, leader_epoch=self.leader_epoch + 1, isr=tuple(isr))
 
-    def new_recovering_leader_and_isr(self, leader: int, isr: tuple[int, ...]) -> "LeaderAndIsr":
+    def new_recovering_leader_and_isr(self, leader: int, isr: tuple[int, ...]) -> LeaderAndIsr:
         return replace(self.new_leader_and_isr(leader, isr), leader_recovery_state=1)
 
-    def with_partition_epoch(self, epoch: int) -> "LeaderAndIsr":
+    def with_partition_epoch(self, epoch: int) -> LeaderAndIsr:
         return replace(self, partition_epoch=epoch)
 
-    def equals_allow_stale_partition_epoch(self, other: "LeaderAndIsr") -> bool:
+    def equals_allow_stale_partition_epoch(self, other: LeaderAndIsr) -> bool:
         return (self.leader, self.leader_epoch, self.isr, self.leader_recovery_state) == \
             (other.leader, other.leader_epoch, other.isr, other.leader_recovery_state)
 
@@ -78,13 +77,13 @@ class ReplicaAssignment:
     def original_replicas(self) -> tuple[int, ...]:
         return tuple(r for r in self.replicas if r not in self.adding_replicas)
 
-    def remove_replica(self, replica: int) -> "ReplicaAssignment":
+    def remove_replica(self, replica: int) -> ReplicaAssignment:
         return ReplicaAssignment(tuple(r for r in self.replicas if r != replica),
                                  tuple(r for r in self.adding_replicas if r != replica),
                                  tuple(r for r in self.removing_replicas if r != replica))
 
     @staticmethod
-    def from_target(original: tuple[int, ...], target: tuple[int, ...]) -> "ReplicaAssignment":
+    def from_target(original: tuple[int, ...], target: tuple[int, ...]) -> ReplicaAssignment:
         """ReplicaAssignment.fromOldAndNewReplicas: RS = TRS + (ORS - TRS), AR = TRS - ORS,
         RR = ORS - TRS."""
         full = tuple(target) + tuple(r for r in original if r not in target)
@@ -216,7 +215,7 @@ class ControllerContext:
         self.topic_ids.pop(topic, None)
 
     # ---------------------------------------------------------------- leadership
-    def leader_and_isr(self, tp: TopicPartition) -> Optional[LeaderAndIsr]:
+    def leader_and_isr(self, tp: TopicPartition) -> LeaderAndIsr | None:
         info = self.leadership.get(tp)
         return None if info is None else info.leader_and_isr
 

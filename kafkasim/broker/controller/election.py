@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import enum
 from dataclasses import dataclass
-from typing import Optional
 
 from kafkasim.broker.controller.context import ControllerContext, LeaderAndIsr, TopicPartition
 
@@ -30,13 +29,13 @@ class ElectionStrategy(enum.Enum):
 @dataclass(frozen=True)
 class ElectionResult:
     tp: TopicPartition
-    leader_and_isr: Optional[LeaderAndIsr]
+    leader_and_isr: LeaderAndIsr | None
     live_replicas: tuple[int, ...]   # who gets the LeaderAndIsr request
     unclean: bool = False
 
 
 def offline_partition_leader(assignment: tuple[int, ...], isr: tuple[int, ...], live: set[int],
-                             unclean_enabled: bool) -> tuple[Optional[int], bool]:
+                             unclean_enabled: bool) -> tuple[int | None, bool]:
     """(leader, was it unclean)."""
     for r in assignment:
         if r in live and r in isr:
@@ -48,19 +47,19 @@ def offline_partition_leader(assignment: tuple[int, ...], isr: tuple[int, ...], 
     return None, False
 
 
-def reassign_partition_leader(target: tuple[int, ...], isr: tuple[int, ...], live: set[int]) -> Optional[int]:
+def reassign_partition_leader(target: tuple[int, ...], isr: tuple[int, ...], live: set[int]) -> int | None:
     return next((r for r in target if r in live and r in isr), None)
 
 
 def preferred_replica_partition_leader(assignment: tuple[int, ...], isr: tuple[int, ...],
-                                       live: set[int]) -> Optional[int]:
+                                       live: set[int]) -> int | None:
     if assignment and assignment[0] in live and assignment[0] in isr:
         return assignment[0]
     return None
 
 
 def controlled_shutdown_partition_leader(assignment: tuple[int, ...], isr: tuple[int, ...], live: set[int],
-                                         shutting_down: set[int]) -> Optional[int]:
+                                         shutting_down: set[int]) -> int | None:
     return next((r for r in assignment if r in live and r in isr and r not in shutting_down), None)
 
 

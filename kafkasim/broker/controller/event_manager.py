@@ -7,8 +7,9 @@ state machines race-free without locks).
 from __future__ import annotations
 
 from collections import deque
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from typing import Any, Awaitable, Callable, Optional
+from typing import Any
 
 from kafkasim.runtime.api import Future, NodeRuntime, Task
 
@@ -19,7 +20,7 @@ EventBody = Callable[[], Awaitable[Any]]
 class ControllerEvent:
     name: str
     body: EventBody
-    done: Optional[Future[Any]] = None  # set for events whose caller waits (API requests)
+    done: Future[Any] | None = None  # set for events whose caller waits (API requests)
 
 
 class ControllerMovedError(Exception):
@@ -34,8 +35,8 @@ class ControllerEventManager:
         self.rt = rt
         self.on_error = on_error
         self.queue: deque[ControllerEvent] = deque()
-        self._wakeup: Optional[Future[Any]] = None
-        self._task: Optional[Task] = None
+        self._wakeup: Future[Any] | None = None
+        self._task: Task | None = None
         self.processed = 0
 
     def start(self) -> None:

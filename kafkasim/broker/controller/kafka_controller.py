@@ -27,17 +27,27 @@ Events run one at a time on the ControllerEventManager.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, Optional
+from typing import TYPE_CHECKING, Any
 
 from kafkasim.broker import zk_data as Z
 from kafkasim.broker.controller.channel_manager import ControllerBrokerRequestBatch, ControllerChannelManager
-from kafkasim.broker.controller.context import (ControllerContext, LeaderAndIsr, LeaderIsrAndControllerEpoch,
-                                                PartitionAndReplica, PartitionState, ReplicaAssignment, ReplicaState,
-                                                TopicPartition)
+from kafkasim.broker.controller.context import (
+    ControllerContext,
+    LeaderAndIsr,
+    LeaderIsrAndControllerEpoch,
+    PartitionAndReplica,
+    PartitionState,
+    ReplicaAssignment,
+    ReplicaState,
+    TopicPartition,
+)
 from kafkasim.broker.controller.election import ElectionStrategy
 from kafkasim.broker.controller.event_manager import ControllerEvent, ControllerEventManager
-from kafkasim.broker.controller.partition_state_machine import (PartitionStateMachine, leader_and_isr_from_state,
-                                                                state_json)
+from kafkasim.broker.controller.partition_state_machine import (
+    PartitionStateMachine,
+    leader_and_isr_from_state,
+    state_json,
+)
 from kafkasim.broker.controller.replica_state_machine import ReplicaStateMachine
 from kafkasim.broker.controller.topic_deletion_manager import TopicDeletionManager
 from kafkasim.broker.kafka_zk_client import ControllerMovedException, ControllerZkClient
@@ -53,7 +63,7 @@ AUTO_REBALANCE_INITIAL_DELAY_MS = 5000.0
 
 
 class KafkaController:
-    def __init__(self, server: "KafkaServer", zk: ZooKeeperClient) -> None:
+    def __init__(self, server: KafkaServer, zk: ZooKeeperClient) -> None:
         self.server = server
         self.rt = server.rt
         self.config = server.config
@@ -63,14 +73,14 @@ class KafkaController:
         self.ctx = ControllerContext()
         self.active_controller_id = -1
         self.event_manager = ControllerEventManager(self.rt, self._on_event_error)
-        self.channel_manager: Optional[ControllerChannelManager] = None
+        self.channel_manager: ControllerChannelManager | None = None
         self.request_batch = ControllerBrokerRequestBatch(
             self.broker_id, self.ctx, self._channel, self._on_leader_and_isr_response,
             self._on_stop_replica_delete_response)
         self.partition_state_machine = PartitionStateMachine(self)
         self.replica_state_machine = ReplicaStateMachine(self)
         self.topic_deletion_manager = TopicDeletionManager(self)
-        self._rebalance_timer: Optional[Timer] = None
+        self._rebalance_timer: Timer | None = None
         self._watched_topics: set[str] = set()
         self._watchers: dict[str, Any] = {}
 
@@ -545,7 +555,7 @@ class KafkaController:
             return E.NOT_CONTROLLER, []
         if ctx.live_broker_epochs.get(broker_id) != broker_epoch:
             return E.STALE_BROKER_EPOCH, []
-        responses: dict[TopicPartition, tuple[int, Optional[LeaderAndIsr]]] = {}
+        responses: dict[TopicPartition, tuple[int, LeaderAndIsr | None]] = {}
         to_write: dict[TopicPartition, LeaderAndIsr] = {}
         for tp, new in items:
             current = ctx.leader_and_isr(tp)
@@ -698,7 +708,7 @@ class KafkaController:
         if all(code != E.NONE for code in errors.values()):
             await self.zk.delete_checked(Z.ADMIN_REASSIGN_PARTITIONS, self.ctx.epoch_zk_version)
 
-    async def alter_partition_reassignments(self, wanted: dict[TopicPartition, Optional[tuple[int, ...]]]
+    async def alter_partition_reassignments(self, wanted: dict[TopicPartition, tuple[int, ...] | None]
                                             ) -> dict[TopicPartition, int]:
         return await self.event_manager.put_and_wait(  # type: ignore[no-any-return]
             "ApiPartitionReassignment", lambda: self._trigger_reassignments(wanted))
@@ -708,7 +718,7 @@ class KafkaController:
             return {tp: self.ctx.full_assignment(tp) for tp in sorted(self.ctx.partitions_being_reassigned)}
         return await self.event_manager.put_and_wait("ListPartitionReassignments", body)  # type: ignore[no-any-return]
 
-    async def _trigger_reassignments(self, wanted: dict[TopicPartition, Optional[tuple[int, ...]]]
+    async def _trigger_reassignments(self, wanted: dict[TopicPartition, tuple[int, ...] | None]
                                      ) -> dict[TopicPartition, int]:
         ctx = self.ctx
         out: dict[TopicPartition, int] = {}

@@ -15,12 +15,18 @@ leader, its epoch and ISR, and whether it was unclean.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Optional
+from typing import TYPE_CHECKING
 
 from kafkasim.broker import zk_data as Z
 from kafkasim.broker.controller import election as EL
-from kafkasim.broker.controller.context import (VALID_PREVIOUS_PARTITION_STATES, ControllerContext, LeaderAndIsr,
-                                                LeaderIsrAndControllerEpoch, PartitionState, TopicPartition)
+from kafkasim.broker.controller.context import (
+    VALID_PREVIOUS_PARTITION_STATES,
+    ControllerContext,
+    LeaderAndIsr,
+    LeaderIsrAndControllerEpoch,
+    PartitionState,
+    TopicPartition,
+)
 from kafkasim.broker.controller.election import ElectionResult, ElectionStrategy
 from kafkasim.broker.kafka_zk_client import ControllerMovedException
 from kafkasim.runtime.api import BadVersionError
@@ -48,7 +54,7 @@ def state_json(lai: LeaderAndIsr, controller_epoch: int) -> bytes:
 
 
 class PartitionStateMachine:
-    def __init__(self, controller: "KafkaController") -> None:
+    def __init__(self, controller: KafkaController) -> None:
         self.controller = controller
 
     @property
@@ -67,15 +73,15 @@ class PartitionStateMachine:
                 self.ctx.partition_states[tp] = PS.OFFLINE
         await self.trigger_online_partition_state_change()
 
-    async def trigger_online_partition_state_change(self) -> dict[TopicPartition, Optional[LeaderAndIsr]]:
+    async def trigger_online_partition_state_change(self) -> dict[TopicPartition, LeaderAndIsr | None]:
         """Offline and New partitions (not being deleted) -> Online."""
         tps = [tp for tp in self.ctx.partitions_in_states({PS.OFFLINE, PS.NEW})
                if not self.ctx.is_topic_queued_for_deletion(tp[0])]
         return await self.handle_state_changes(tps, PS.ONLINE, ElectionStrategy.OFFLINE)
 
     async def handle_state_changes(self, tps: list[TopicPartition], target: PartitionState,
-                                   strategy: Optional[ElectionStrategy] = None,
-                                   allow_unclean: bool = False) -> dict[TopicPartition, Optional[LeaderAndIsr]]:
+                                   strategy: ElectionStrategy | None = None,
+                                   allow_unclean: bool = False) -> dict[TopicPartition, LeaderAndIsr | None]:
         """Returns, for partitions given a leader, their new LeaderAndIsr (None: election failed)."""
         if not tps:
             return {}
@@ -90,8 +96,8 @@ class PartitionStateMachine:
         return result
 
     async def _do_handle_state_changes(self, tps: list[TopicPartition], target: PartitionState,
-                                       strategy: Optional[ElectionStrategy],
-                                       allow_unclean: bool) -> dict[TopicPartition, Optional[LeaderAndIsr]]:
+                                       strategy: ElectionStrategy | None,
+                                       allow_unclean: bool) -> dict[TopicPartition, LeaderAndIsr | None]:
         ctx = self.ctx
         valid = []
         for tp in tps:
@@ -113,7 +119,7 @@ class PartitionStateMachine:
             return {}
         uninitialized = [tp for tp in valid if ctx.partition_state(tp) == PS.NEW]
         to_elect = [tp for tp in valid if ctx.partition_state(tp) in (PS.OFFLINE, PS.ONLINE)]
-        out: dict[TopicPartition, Optional[LeaderAndIsr]] = {}
+        out: dict[TopicPartition, LeaderAndIsr | None] = {}
         for tp in await self._initialize_leader_and_isr(uninitialized):
             ctx.partition_states[tp] = PS.ONLINE
             out[tp] = ctx.leader_and_isr(tp)
@@ -158,9 +164,9 @@ class PartitionStateMachine:
 
     # ---------------------------------------------------------------- elections
     async def _elect_leaders(self, tps: list[TopicPartition], strategy: ElectionStrategy,
-                             allow_unclean: bool) -> dict[TopicPartition, Optional[LeaderAndIsr]]:
+                             allow_unclean: bool) -> dict[TopicPartition, LeaderAndIsr | None]:
         remaining = list(tps)
-        out: dict[TopicPartition, Optional[LeaderAndIsr]] = {}
+        out: dict[TopicPartition, LeaderAndIsr | None] = {}
         for _ in range(MAX_ELECTION_ROUNDS):
             if not remaining:
                 break
@@ -171,9 +177,9 @@ class PartitionStateMachine:
         return out
 
     async def _do_elect_leaders(self, tps: list[TopicPartition], strategy: ElectionStrategy, allow_unclean: bool
-                                ) -> tuple[dict[TopicPartition, Optional[LeaderAndIsr]], list[TopicPartition]]:
+                                ) -> tuple[dict[TopicPartition, LeaderAndIsr | None], list[TopicPartition]]:
         ctx, zk = self.ctx, self.controller.zk
-        failed: dict[TopicPartition, Optional[LeaderAndIsr]] = {}
+        failed: dict[TopicPartition, LeaderAndIsr | None] = {}
         current: dict[TopicPartition, LeaderAndIsr] = {}
         for tp in tps:
             raw = await zk.get_partition_state_raw(*tp)
@@ -201,7 +207,7 @@ class PartitionStateMachine:
             updates[r.tp] = (state_json(r.leader_and_isr, ctx.epoch), r.leader_and_isr.partition_epoch)
             by_tp[r.tp] = r
         written = await zk.update_partition_states(updates, ctx.epoch_zk_version) if updates else {}
-        finished: dict[TopicPartition, Optional[LeaderAndIsr]] = dict(failed)
+        finished: dict[TopicPartition, LeaderAndIsr | None] = dict(failed)
         retry: list[TopicPartition] = []
         for tp, res in sorted(written.items()):
             if isinstance(res, BadVersionError):

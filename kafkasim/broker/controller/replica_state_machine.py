@@ -15,9 +15,16 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from kafkasim.broker.controller.context import (NO_LEADER, VALID_PREVIOUS_REPLICA_STATES, ControllerContext,
-                                                LeaderAndIsr, LeaderIsrAndControllerEpoch, PartitionAndReplica,
-                                                ReplicaState, TopicPartition)
+from kafkasim.broker.controller.context import (
+    NO_LEADER,
+    VALID_PREVIOUS_REPLICA_STATES,
+    ControllerContext,
+    LeaderAndIsr,
+    LeaderIsrAndControllerEpoch,
+    PartitionAndReplica,
+    ReplicaState,
+    TopicPartition,
+)
 from kafkasim.broker.controller.partition_state_machine import leader_and_isr_from_state, state_json
 from kafkasim.broker.kafka_zk_client import ControllerMovedException
 from kafkasim.runtime.api import BadVersionError
@@ -30,7 +37,7 @@ MAX_ISR_REMOVAL_ROUNDS = 10
 
 
 class ReplicaStateMachine:
-    def __init__(self, controller: "KafkaController") -> None:
+    def __init__(self, controller: KafkaController) -> None:
         self.controller = controller
 
     @property

@@ -24,7 +24,7 @@ RS = ReplicaState
 
 
 class TopicDeletionManager:
-    def __init__(self, controller: "KafkaController") -> None:
+    def __init__(self, controller: KafkaController) -> None:
         self.controller = controller
 
     @property

@@ -15,7 +15,7 @@ filters by group type, KIP-848).
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Optional
+from typing import TYPE_CHECKING
 
 from kafkasim.broker.group.coordinator import GroupCoordinator, LeaveMember
 from kafkasim.broker.group.manager import GROUP_METADATA_TOPIC_NAME, PartitionData
@@ -65,12 +65,12 @@ GROUP_AUTHORIZED_OPERATIONS = (1 << 3) | (1 << 6) | (1 << 8)
 AUTHORIZED_OPERATIONS_OMITTED = -2147483648
 
 
-def register(apis: "KafkaApis") -> GroupCoordinator:
+def register(apis: KafkaApis) -> GroupCoordinator:
     server = apis.server
     coordinator = GroupCoordinator(server)
     group_apis = GroupApis(apis, coordinator)
     server.replica_manager.leadership_listeners.append(coordinator.on_leadership_change)
-    handlers: dict[int, "Handler"] = {
+    handlers: dict[int, Handler] = {
         A.FIND_COORDINATOR: group_apis.handle_find_coordinator,
         A.JOIN_GROUP: group_apis.handle_join_group,
         A.SYNC_GROUP: group_apis.handle_sync_group,
@@ -94,7 +94,7 @@ def _message(code: int) -> str:
 
 
 class GroupApis:
-    def __init__(self, apis: "KafkaApis", coordinator: GroupCoordinator) -> None:
+    def __init__(self, apis: KafkaApis, coordinator: GroupCoordinator) -> None:
         self.apis = apis
         self.server = apis.server
         self.coordinator = coordinator
@@ -290,7 +290,7 @@ class GroupApis:
             resp.error_code = code
         return resp
 
-    def _fetch_group(self, group_id: str, require_stable: bool, wanted: Optional[list[tuple[str, list[int]]]]
+    def _fetch_group(self, group_id: str, require_stable: bool, wanted: list[tuple[str, list[int]]] | None
                      ) -> tuple[int, list[tuple[str, list[tuple[int, PartitionData]]]]]:
         """(group error, [(topic, [(partition, data)])]) in request order, or commit order for
         "all topics". The committed leader epoch is answered as -1 (see the module notes of

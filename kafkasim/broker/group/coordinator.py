@@ -18,14 +18,25 @@ Timers are the purgatory of kafkasim.broker.group.delayed. Methods that write to
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Optional
+from typing import TYPE_CHECKING
 
 from kafkasim.broker.group import delayed as D
 from kafkasim.broker.group.manager import GROUP_METADATA_TOPIC_NAME, GroupMetadataManager, PartitionData
-from kafkasim.broker.group.metadata import (UNKNOWN_MEMBER_ID, GroupMetadata, GroupOverview, GroupState,
-                                            GroupSummary, JoinCallback, JoinGroupResult, MemberMetadata,
-                                            OffsetAndMetadata, SyncCallback, SyncGroupResult, TopicPartition,
-                                            plain_protocol_set)
+from kafkasim.broker.group.metadata import (
+    UNKNOWN_MEMBER_ID,
+    GroupMetadata,
+    GroupOverview,
+    GroupState,
+    GroupSummary,
+    JoinCallback,
+    JoinGroupResult,
+    MemberMetadata,
+    OffsetAndMetadata,
+    SyncCallback,
+    SyncGroupResult,
+    TopicPartition,
+    plain_protocol_set,
+)
 from kafkasim.protocol import api as A
 from kafkasim.protocol import errors as E
 
@@ -42,14 +53,14 @@ Protocols = list[tuple[str, bytes]]
 @dataclass(frozen=True)
 class LeaveMember:
     member_id: str
-    group_instance_id: Optional[str]
-    reason: Optional[str] = None
+    group_instance_id: str | None
+    reason: str | None = None
 
 
 @dataclass(frozen=True)
 class LeaveMemberResponse:
     member_id: str
-    group_instance_id: Optional[str]
+    group_instance_id: str | None
     error: int
 
 
@@ -60,7 +71,7 @@ class LeaveGroupResult:
 
 
 class GroupCoordinator:
-    def __init__(self, server: "KafkaServer") -> None:
+    def __init__(self, server: KafkaServer) -> None:
         self.server = server
         self.rt = server.rt
         self.config = server.config
@@ -83,13 +94,13 @@ class GroupCoordinator:
         return self.group_manager.partition_for(group_id)
 
     @staticmethod
-    def _is_valid_group_id(group_id: Optional[str], api_key: int) -> bool:
+    def _is_valid_group_id(group_id: str | None, api_key: int) -> bool:
         if api_key in (A.OFFSET_COMMIT, A.OFFSET_FETCH, A.DESCRIBE_GROUPS, A.DELETE_GROUPS):
             # For backwards compatibility these accept the empty group id.
             return group_id is not None
         return bool(group_id)
 
-    def validate_group_status(self, group_id: Optional[str], api_key: int) -> Optional[int]:
+    def validate_group_status(self, group_id: str | None, api_key: int) -> int | None:
         """Valid id, active coordinator, partition loaded and owned here — or the error."""
         if not self._is_valid_group_id(group_id, api_key):
             return E.INVALID_GROUP_ID
@@ -111,11 +122,11 @@ class GroupCoordinator:
         return group.has(member_id) or group.size < max_size
 
     # ---------------------------------------------------------------- JoinGroup
-    async def handle_join_group(self, group_id: str, member_id: str, group_instance_id: Optional[str],
+    async def handle_join_group(self, group_id: str, member_id: str, group_instance_id: str | None,
                                 require_known_member_id: bool, support_skipping_assignment: bool, client_id: str,
                                 client_host: str, rebalance_timeout_ms: int, session_timeout_ms: int,
                                 protocol_type: str, protocols: Protocols, callback: JoinCallback,
-                                reason: Optional[str] = None) -> None:
+                                reason: str | None = None) -> None:
         error = self.validate_group_status(group_id, A.JOIN_GROUP)
         if error is not None:
             callback(JoinGroupResult(member_id, error))
@@ -147,14 +158,14 @@ class GroupCoordinator:
         if group.is_state(GroupState.PREPARING_REBALANCE):
             self.rebalance_purgatory.check_and_complete(D.join_key(group.group_id))
 
-    def _generate_member_id(self, client_id: str, group_instance_id: Optional[str]) -> str:
+    def _generate_member_id(self, client_id: str, group_instance_id: str | None) -> str:
         # Kafka appends UUID.randomUUID(); ours comes from the node's seeded stream.
         raw = self.rt.rng("group-member-id").randbytes(16)
         h = raw.hex()
         uuid = f"{h[:8]}-{h[8:12]}-4{h[13:16]}-{'89ab'[raw[8] & 3]}{h[17:20]}-{h[20:32]}"
         return f"{group_instance_id if group_instance_id is not None else client_id}-{uuid}"
 
-    async def _do_new_member_join_group(self, group: GroupMetadata, group_instance_id: Optional[str],
+    async def _do_new_member_join_group(self, group: GroupMetadata, group_instance_id: str | None,
                                         require_known_member_id: bool, support_skipping_assignment: bool,
                                         client_id: str, client_host: str, rebalance_timeout_ms: int,
                                         session_timeout_ms: int, protocol_type: str, protocols: Protocols,
@@ -188,7 +199,7 @@ class GroupCoordinator:
                                            client_host, protocol_type, protocols, group, callback, reason)
 
     def _validate_current_member(self, group: GroupMetadata, member_id: str,
-                                 group_instance_id: Optional[str]) -> Optional[int]:
+                                 group_instance_id: str | None) -> int | None:
         """The instance id (if any) maps to this member id, and the member exists."""
         if group_instance_id is not None:
             current = group.current_static_member_id(group_instance_id)
@@ -207,7 +218,7 @@ class GroupCoordinator:
                                generation_id=group.generation_id, protocol_type=group.protocol_type,
                                protocol_name=group.protocol_name, leader_id=group.leader_id or "")
 
-    def _do_current_member_join_group(self, group: GroupMetadata, member_id: str, group_instance_id: Optional[str],
+    def _do_current_member_join_group(self, group: GroupMetadata, member_id: str, group_instance_id: str | None,
                                       client_id: str, client_host: str, rebalance_timeout_ms: int,
                                       session_timeout_ms: int, protocol_type: str, protocols: Protocols,
                                       callback: JoinCallback, reason: str) -> None:
@@ -254,8 +265,8 @@ class GroupCoordinator:
             callback(self._current_generation_result(group, member_id, False))
 
     # ---------------------------------------------------------------- SyncGroup
-    async def handle_sync_group(self, group_id: str, generation: int, member_id: str, protocol_type: Optional[str],
-                                protocol_name: Optional[str], group_instance_id: Optional[str],
+    async def handle_sync_group(self, group_id: str, generation: int, member_id: str, protocol_type: str | None,
+                                protocol_name: str | None, group_instance_id: str | None,
                                 group_assignment: dict[str, bytes], callback: SyncCallback) -> None:
         error = self.validate_group_status(group_id, A.SYNC_GROUP)
         if error == E.COORDINATOR_LOAD_IN_PROGRESS:
@@ -274,8 +285,8 @@ class GroupCoordinator:
                                   group_assignment, callback)
 
     def _validate_sync_group(self, group: GroupMetadata, generation_id: int, member_id: str,
-                             protocol_type: Optional[str], protocol_name: Optional[str],
-                             group_instance_id: Optional[str]) -> Optional[int]:
+                             protocol_type: str | None, protocol_name: str | None,
+                             group_instance_id: str | None) -> int | None:
         if group.is_state(GroupState.DEAD):
             return E.COORDINATOR_NOT_AVAILABLE
         error = self._validate_current_member(group, member_id, group_instance_id)
@@ -290,8 +301,8 @@ class GroupCoordinator:
         return None
 
     async def _do_sync_group(self, group: GroupMetadata, generation_id: int, member_id: str,
-                             protocol_type: Optional[str], protocol_name: Optional[str],
-                             group_instance_id: Optional[str], group_assignment: dict[str, bytes],
+                             protocol_type: str | None, protocol_name: str | None,
+                             group_instance_id: str | None, group_assignment: dict[str, bytes],
                              callback: SyncCallback) -> None:
         error = self._validate_sync_group(group, generation_id, member_id, protocol_type, protocol_name,
                                           group_instance_id)
@@ -363,7 +374,7 @@ class GroupCoordinator:
         self._remove_current_member_from_group(group, leaving.member_id, leaving.reason)
         return E.NONE
 
-    def _remove_current_member_from_group(self, group: GroupMetadata, member_id: str, reason: Optional[str]) -> None:
+    def _remove_current_member_from_group(self, group: GroupMetadata, member_id: str, reason: str | None) -> None:
         member = group.get(member_id)
         self._trace("group_member_left", group, member=member_id, reason=reason or "not provided")
         self._remove_member_and_update_group(group, member, f"member {member_id} left (LeaveGroup)")
@@ -417,7 +428,7 @@ class GroupCoordinator:
         return E.NONE, {tp: partition_errors[tp] for tp in partitions if tp in partition_errors}
 
     # ---------------------------------------------------------------- Heartbeat
-    def handle_heartbeat(self, group_id: str, member_id: str, group_instance_id: Optional[str],
+    def handle_heartbeat(self, group_id: str, member_id: str, group_instance_id: str | None,
                          generation_id: int) -> int:
         error = self.validate_group_status(group_id, A.HEARTBEAT)
         if error is not None:
@@ -442,7 +453,7 @@ class GroupCoordinator:
         return E.NONE
 
     # ---------------------------------------------------------------- OffsetCommit / OffsetFetch
-    async def handle_commit_offsets(self, group_id: str, member_id: str, group_instance_id: Optional[str],
+    async def handle_commit_offsets(self, group_id: str, member_id: str, group_instance_id: str | None,
                                     generation_id: int,
                                     offsets: dict[TopicPartition, OffsetAndMetadata]) -> dict[TopicPartition, int]:
         error = self.validate_group_status(group_id, A.OFFSET_COMMIT)
@@ -458,7 +469,7 @@ class GroupCoordinator:
         return await self._do_commit_offsets(group, member_id, group_instance_id, generation_id, offsets)
 
     def _validate_offset_commit(self, group: GroupMetadata, generation_id: int, member_id: str,
-                                group_instance_id: Optional[str]) -> Optional[int]:
+                                group_instance_id: str | None) -> int | None:
         if group.is_state(GroupState.DEAD):
             return E.COORDINATOR_NOT_AVAILABLE
         if generation_id < 0 and group.is_state(GroupState.EMPTY):
@@ -475,7 +486,7 @@ class GroupCoordinator:
             return E.UNKNOWN_MEMBER_ID  # only members may commit to a non-empty group
         return None
 
-    async def _do_commit_offsets(self, group: GroupMetadata, member_id: str, group_instance_id: Optional[str],
+    async def _do_commit_offsets(self, group: GroupMetadata, member_id: str, group_instance_id: str | None,
                                  generation_id: int,
                                  offsets: dict[TopicPartition, OffsetAndMetadata]) -> dict[TopicPartition, int]:
         error = self._validate_offset_commit(group, generation_id, member_id, group_instance_id)
@@ -491,7 +502,7 @@ class GroupCoordinator:
         return {tp: E.REBALANCE_IN_PROGRESS for tp in offsets}
 
     def handle_fetch_offsets(self, group_id: str, require_stable: bool,
-                             partitions: Optional[list[TopicPartition]]) -> tuple[int, dict[TopicPartition, PartitionData]]:
+                             partitions: list[TopicPartition] | None) -> tuple[int, dict[TopicPartition, PartitionData]]:
         error = self.validate_group_status(group_id, A.OFFSET_FETCH)
         if error is not None:
             return error, {}
@@ -533,7 +544,7 @@ class GroupCoordinator:
         self.group_manager.schedule_load_group_and_offsets(offset_topic_partition, coordinator_epoch,
                                                            self._on_group_loaded)
 
-    def on_resignation(self, offset_topic_partition: int, coordinator_epoch: Optional[int]) -> None:
+    def on_resignation(self, offset_topic_partition: int, coordinator_epoch: int | None) -> None:
         self.group_manager.remove_groups_for_partition(offset_topic_partition, coordinator_epoch,
                                                        self._on_group_unloaded)
 
@@ -649,7 +660,7 @@ class GroupCoordinator:
 
     # ---------------------------------------------------------------- membership changes
     def _add_member_and_rebalance(self, rebalance_timeout_ms: int, session_timeout_ms: int, member_id: str,
-                                  group_instance_id: Optional[str], client_id: str, client_host: str,
+                                  group_instance_id: str | None, client_id: str, client_host: str,
                                   protocol_type: str, protocols: Protocols, group: GroupMetadata,
                                   callback: JoinCallback, reason: str) -> None:
         member = MemberMetadata(member_id, group_instance_id, client_id, client_host, rebalance_timeout_ms,

@@ -11,7 +11,8 @@ chance to complete. Everything runs on the node's scheduler, so no locks are nee
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Callable, Optional
+from collections.abc import Callable
+from typing import TYPE_CHECKING
 
 from kafkasim.runtime.api import NodeRuntime, Timer
 
@@ -38,8 +39,8 @@ class DelayedOperation:
     def __init__(self, timeout_ms: float) -> None:
         self.timeout_ms = timeout_ms
         self.completed = False
-        self.timer: Optional[Timer] = None
-        self.purgatory: Optional["DelayedOperationPurgatory"] = None
+        self.timer: Timer | None = None
+        self.purgatory: DelayedOperationPurgatory | None = None
         self.keys: list[WatchKey] = []
 
     def try_complete(self) -> bool:
@@ -117,7 +118,7 @@ class DelayedOperationPurgatory:
 class DelayedHeartbeat(DelayedOperation):
     """Session-timeout check for one member; heartbeats are paused during a rebalance."""
 
-    def __init__(self, coordinator: "GroupCoordinator", group: "GroupMetadata", member_id: str, is_pending: bool,
+    def __init__(self, coordinator: GroupCoordinator, group: GroupMetadata, member_id: str, is_pending: bool,
                  timeout_ms: float) -> None:
         super().__init__(timeout_ms)
         self.coordinator, self.group, self.member_id, self.is_pending = coordinator, group, member_id, is_pending
@@ -132,7 +133,7 @@ class DelayedHeartbeat(DelayedOperation):
 class DelayedJoin(DelayedOperation):
     """Waits for every known member to rejoin; on timeout the ones that did not are dropped."""
 
-    def __init__(self, coordinator: "GroupCoordinator", group: "GroupMetadata", rebalance_timeout_ms: float) -> None:
+    def __init__(self, coordinator: GroupCoordinator, group: GroupMetadata, rebalance_timeout_ms: float) -> None:
         super().__init__(rebalance_timeout_ms)
         self.coordinator, self.group = coordinator, group
 
@@ -148,7 +149,7 @@ class InitialDelayedJoin(DelayedJoin):
     while new members keep arriving, up to the rebalance timeout — so a group of consumers
     started together gets one rebalance instead of one per member."""
 
-    def __init__(self, coordinator: "GroupCoordinator", purgatory: DelayedOperationPurgatory, group: "GroupMetadata",
+    def __init__(self, coordinator: GroupCoordinator, purgatory: DelayedOperationPurgatory, group: GroupMetadata,
                  configured_rebalance_delay_ms: int, delay_ms: int, remaining_ms: int) -> None:
         super().__init__(coordinator, group, delay_ms)
         self.purgatory_ref = purgatory
@@ -177,7 +178,7 @@ class DelayedSync(DelayedOperation):
     """Waits for every member of a new generation to send SyncGroup; on timeout the missing
     ones are removed and the group rebalances."""
 
-    def __init__(self, coordinator: "GroupCoordinator", group: "GroupMetadata", generation_id: int,
+    def __init__(self, coordinator: GroupCoordinator, group: GroupMetadata, generation_id: int,
                  rebalance_timeout_ms: float) -> None:
         super().__init__(rebalance_timeout_ms)
         self.coordinator, self.group, self.generation_id = coordinator, group, generation_id

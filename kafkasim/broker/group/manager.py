@@ -33,20 +33,37 @@ String.hashCode, so a group lands on the same partition number as on a real Kafk
 from __future__ import annotations
 
 import struct
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Callable, Optional, Union
+from typing import Any, Union
 
 from kafkasim.broker.config import BrokerConfig
-from kafkasim.broker.group.metadata import (CommitRecordMetadataAndOffset, GroupMetadata, GroupState,
-                                            MemberMetadata, OffsetAndMetadata, TopicPartition)
+from kafkasim.broker.group.metadata import (
+    CommitRecordMetadataAndOffset,
+    GroupMetadata,
+    GroupState,
+    MemberMetadata,
+    OffsetAndMetadata,
+    TopicPartition,
+)
 from kafkasim.broker.metadata_cache import MetadataCache
 from kafkasim.broker.replica_manager import ReplicaManager
-from kafkasim.runtime import bugs
 from kafkasim.protocol import errors as E
-from kafkasim.protocol.messages.consumer_offsets import (GroupMetadataKey, GroupMetadataValue, OffsetCommitKey,
-                                                         OffsetCommitValue)
-from kafkasim.records.batch import (ControlRecordType, Record, build_batch, decode_batch_records, iter_batches,
-                                    parse_control_key)
+from kafkasim.protocol.messages.consumer_offsets import (
+    GroupMetadataKey,
+    GroupMetadataValue,
+    OffsetCommitKey,
+    OffsetCommitValue,
+)
+from kafkasim.records.batch import (
+    ControlRecordType,
+    Record,
+    build_batch,
+    decode_batch_records,
+    iter_batches,
+    parse_control_key,
+)
+from kafkasim.runtime import bugs
 from kafkasim.runtime.api import NodeRuntime
 
 GROUP_METADATA_TOPIC_NAME = "__consumer_offsets"
@@ -148,7 +165,7 @@ def read_message_key(buf: bytes) -> BaseKey:
     return UnknownKey(version)
 
 
-def read_offset_message_value(buf: Optional[bytes]) -> Optional[OffsetAndMetadata]:
+def read_offset_message_value(buf: bytes | None) -> OffsetAndMetadata | None:
     if buf is None:
         return None  # tombstone
     (version,) = _INT16.unpack_from(buf, 0)
@@ -160,7 +177,7 @@ def read_offset_message_value(buf: Optional[bytes]) -> Optional[OffsetAndMetadat
                              expire_timestamp_ms=None if v.expire_timestamp == DEFAULT_TIMESTAMP else v.expire_timestamp)
 
 
-def read_group_message_value(group_id: str, buf: Optional[bytes], now_ms: int) -> Optional[GroupMetadata]:
+def read_group_message_value(group_id: str, buf: bytes | None, now_ms: int) -> GroupMetadata | None:
     if buf is None:
         return None  # tombstone
     (version,) = _INT16.unpack_from(buf, 0)
@@ -272,10 +289,10 @@ class GroupMetadataManager:
     def current_groups(self) -> list[GroupMetadata]:
         return list(self.group_metadata_cache.values())
 
-    def get_group(self, group_id: str) -> Optional[GroupMetadata]:
+    def get_group(self, group_id: str) -> GroupMetadata | None:
         return self.group_metadata_cache.get(group_id)
 
-    def get_or_maybe_create_group(self, group_id: str, create_if_not_exist: bool) -> Optional[GroupMetadata]:
+    def get_or_maybe_create_group(self, group_id: str, create_if_not_exist: bool) -> GroupMetadata | None:
         group = self.group_metadata_cache.get(group_id)
         if group is None and create_if_not_exist:
             group = self.group_metadata_cache[group_id] = GroupMetadata(group_id, GroupState.EMPTY, self.rt.now_ms())
@@ -335,7 +352,7 @@ class GroupMetadataManager:
                       members=len(group.members), error=code)
         return store_group_error(code)
 
-    def _valid_metadata(self, metadata: Optional[str]) -> bool:
+    def _valid_metadata(self, metadata: str | None) -> bool:
         return metadata is None or len(metadata) <= self.config.offset_metadata_max_bytes
 
     async def store_offsets(self, group: GroupMetadata, consumer_id: str,
@@ -371,7 +388,7 @@ class GroupMetadataManager:
                 for tp, om in offsets.items()}
 
     def get_offsets(self, group_id: str, require_stable: bool,
-                    tps: Optional[list[TopicPartition]]) -> dict[TopicPartition, PartitionData]:
+                    tps: list[TopicPartition] | None) -> dict[TopicPartition, PartitionData]:
         """Never a stale offset: the cache is only ever ahead of the log by nothing."""
         group = self.group_metadata_cache.get(group_id)
         if group is None or group.is_state(GroupState.DEAD):
@@ -452,7 +469,7 @@ class GroupMetadataManager:
                       loaded_offsets: dict[tuple[str, TopicPartition], CommitRecordMetadataAndOffset],
                       pending_offsets: dict[int, dict[tuple[str, TopicPartition], CommitRecordMetadataAndOffset]],
                       loaded_groups: dict[str, GroupMetadata], removed_groups: dict[str, None], now: int) -> None:
-        batch_base_offset: Optional[int] = None
+        batch_base_offset: int | None = None
         for record in decode_batch_records(data, pos, validate=False):
             if record.key is None:
                 continue  # Kafka requires a key; a keyless record cannot be a coordinator record
@@ -498,7 +515,7 @@ class GroupMetadataManager:
         if self.add_group(group) is group:
             on_group_loaded(group)
 
-    def remove_groups_for_partition(self, partition: int, coordinator_epoch: Optional[int],
+    def remove_groups_for_partition(self, partition: int, coordinator_epoch: int | None,
                                     on_group_unloaded: GroupCallback) -> None:
         """Resign as coordinator of this partition's groups (another broker leads it now)."""
         if not self._maybe_update_coordinator_epoch(partition, coordinator_epoch):
@@ -511,7 +528,7 @@ class GroupMetadataManager:
                 del self.group_metadata_cache[group.group_id]
         self.rt.trace("group_unload", partition=partition)
 
-    def _maybe_update_coordinator_epoch(self, partition: int, epoch: Optional[int]) -> bool:
+    def _maybe_update_coordinator_epoch(self, partition: int, epoch: int | None) -> bool:
         current = self.epoch_for_partition.get(partition)
         if epoch is None:
             return True

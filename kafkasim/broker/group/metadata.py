@@ -18,8 +18,8 @@ replaced by the oldest remaining member.
 from __future__ import annotations
 
 import enum
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Callable, Optional
 
 from kafkasim.protocol import errors as E
 from kafkasim.protocol.errors import ProtocolError
@@ -71,7 +71,7 @@ class OffsetAndMetadata:
     leader_epoch: int          # -1 = none (RecordBatch.NO_PARTITION_LEADER_EPOCH)
     metadata: str
     commit_timestamp_ms: int
-    expire_timestamp_ms: Optional[int] = None  # only from OffsetCommit v2-v4 retention_time_ms
+    expire_timestamp_ms: int | None = None  # only from OffsetCommit v2-v4 retention_time_ms
 
 
 @dataclass(frozen=True)
@@ -79,10 +79,10 @@ class CommitRecordMetadataAndOffset:
     """An offset with the log offset of the batch that stored it: a later record always wins,
     whatever order commits were applied in."""
 
-    appended_batch_offset: Optional[int]
+    appended_batch_offset: int | None
     offset_and_metadata: OffsetAndMetadata
 
-    def older_than(self, that: "CommitRecordMetadataAndOffset") -> bool:
+    def older_than(self, that: CommitRecordMetadataAndOffset) -> bool:
         assert self.appended_batch_offset is not None and that.appended_batch_offset is not None
         return self.appended_batch_offset < that.appended_batch_offset
 
@@ -90,7 +90,7 @@ class CommitRecordMetadataAndOffset:
 @dataclass(frozen=True)
 class JoinMember:
     member_id: str
-    group_instance_id: Optional[str]
+    group_instance_id: str | None
     metadata: bytes
 
 
@@ -100,8 +100,8 @@ class JoinGroupResult:
     error: int
     members: tuple[JoinMember, ...] = ()
     generation_id: int = NO_GENERATION
-    protocol_type: Optional[str] = None
-    protocol_name: Optional[str] = None
+    protocol_type: str | None = None
+    protocol_name: str | None = None
     leader_id: str = NO_LEADER
     skip_assignment: bool = False
 
@@ -109,8 +109,8 @@ class JoinGroupResult:
 @dataclass(frozen=True)
 class SyncGroupResult:
     error: int
-    protocol_type: Optional[str] = None
-    protocol_name: Optional[str] = None
+    protocol_type: str | None = None
+    protocol_name: str | None = None
     assignment: bytes = b""
 
 
@@ -121,7 +121,7 @@ SyncCallback = Callable[[SyncGroupResult], None]
 @dataclass(frozen=True)
 class MemberSummary:
     member_id: str
-    group_instance_id: Optional[str]
+    group_instance_id: str | None
     client_id: str
     client_host: str
     metadata: bytes
@@ -147,7 +147,7 @@ class GroupOverview:
 @dataclass
 class MemberMetadata:
     member_id: str
-    group_instance_id: Optional[str]
+    group_instance_id: str | None
     client_id: str
     client_host: str
     rebalance_timeout_ms: int
@@ -155,8 +155,8 @@ class MemberMetadata:
     protocol_type: str
     supported_protocols: list[tuple[str, bytes]]
     assignment: bytes = b""
-    awaiting_join_callback: Optional[JoinCallback] = None
-    awaiting_sync_callback: Optional[SyncCallback] = None
+    awaiting_join_callback: JoinCallback | None = None
+    awaiting_sync_callback: SyncCallback | None = None
     is_new: bool = False
     # Set when a heartbeat (or anything proving liveness) arrives; cleared when the next
     # session-timeout deadline is scheduled.
@@ -211,7 +211,7 @@ def plain_protocol_set(protocols: list[tuple[str, bytes]]) -> set[str]:
     return {name for name, _ in protocols}
 
 
-def subscribed_topics_of(metadata: bytes) -> Optional[set[str]]:
+def subscribed_topics_of(metadata: bytes) -> set[str] | None:
     """Topics of a consumer-protocol Subscription, parsed as v0 (the prefix of every version,
     as Kafka does so it needs no knowledge of later versions); None if it does not parse."""
     if len(metadata) < 2 or int.from_bytes(metadata[:2], "big", signed=True) < 0:
@@ -227,11 +227,11 @@ class GroupMetadata:
     def __init__(self, group_id: str, initial_state: GroupState, now_ms: int) -> None:
         self.group_id = group_id
         self.state = initial_state
-        self.current_state_timestamp: Optional[int] = now_ms
-        self.protocol_type: Optional[str] = None
-        self.protocol_name: Optional[str] = None
+        self.current_state_timestamp: int | None = now_ms
+        self.protocol_type: str | None = None
+        self.protocol_name: str | None = None
         self.generation_id = 0
-        self.leader_id: Optional[str] = None
+        self.leader_id: str | None = None
         self.members: dict[str, MemberMetadata] = {}
         self.static_members: dict[str, str] = {}      # group.instance.id -> member.id
         self.pending_members: dict[str, None] = {}    # insertion-ordered set
@@ -240,7 +240,7 @@ class GroupMetadata:
         self.supported_protocols: dict[str, int] = {}
         self.offsets: dict[TopicPartition, CommitRecordMetadataAndOffset] = {}
         self.pending_offset_commits: dict[TopicPartition, OffsetAndMetadata] = {}
-        self.subscribed_topics: Optional[set[str]] = None
+        self.subscribed_topics: set[str] | None = None
         self.new_member_added = False
 
     # ---------------------------------------------------------------- basics
@@ -261,7 +261,7 @@ class GroupMetadata:
         return self.leader_id == member_id
 
     @property
-    def leader_or_none(self) -> Optional[str]:
+    def leader_or_none(self) -> str | None:
         return self.leader_id
 
     def current_state_timestamp_or_default(self) -> int:
@@ -283,7 +283,7 @@ class GroupMetadata:
         self.current_state_timestamp = now_ms
 
     # ---------------------------------------------------------------- membership
-    def add(self, member: MemberMetadata, callback: Optional[JoinCallback] = None) -> None:
+    def add(self, member: MemberMetadata, callback: JoinCallback | None = None) -> None:
         if member.group_instance_id is not None:
             if member.group_instance_id in self.static_members:
                 raise IllegalStateError(f"static member {member.group_instance_id} is already in {self.group_id}")
@@ -363,7 +363,7 @@ class GroupMetadata:
     def clear_pending_sync_members(self) -> None:
         self.pending_sync_members.clear()
 
-    def current_static_member_id(self, group_instance_id: str) -> Optional[str]:
+    def current_static_member_id(self, group_instance_id: str) -> str | None:
         return self.static_members.get(group_instance_id)
 
     def not_yet_rejoined_members(self) -> list[MemberMetadata]:
@@ -380,7 +380,7 @@ class GroupMetadata:
         return max((m.rebalance_timeout_ms for m in self.members.values()), default=0)
 
     def update_member(self, member: MemberMetadata, protocols: list[tuple[str, bytes]], rebalance_timeout_ms: int,
-                      session_timeout_ms: int, callback: Optional[JoinCallback]) -> None:
+                      session_timeout_ms: int, callback: JoinCallback | None) -> None:
         self._dec_supported_protocols(member)
         member.supported_protocols = protocols
         self._inc_supported_protocols(member)
@@ -440,7 +440,7 @@ class GroupMetadata:
         return (self.protocol_type == member_protocol_type
                 and any(self.supported_protocols.get(p, 0) == len(self.members) for p in member_protocols))
 
-    def compute_subscribed_topics(self) -> Optional[set[str]]:
+    def compute_subscribed_topics(self) -> set[str] | None:
         if self.protocol_type != CONSUMER_PROTOCOL_TYPE:
             return None
         if not self.members:
@@ -556,7 +556,7 @@ class GroupMetadata:
             del self.offsets[tp]
         return result
 
-    def offset(self, tp: TopicPartition) -> Optional[OffsetAndMetadata]:
+    def offset(self, tp: TopicPartition) -> OffsetAndMetadata | None:
         entry = self.offsets.get(tp)
         return None if entry is None else entry.offset_and_metadata
 
@@ -568,8 +568,8 @@ class GroupMetadata:
 
     @classmethod
     def load_group(cls, group_id: str, initial_state: GroupState, generation_id: int, protocol_type: str,
-                   protocol_name: Optional[str], leader_id: Optional[str], current_state_timestamp: Optional[int],
-                   members: list[MemberMetadata], now_ms: int) -> "GroupMetadata":
+                   protocol_name: str | None, leader_id: str | None, current_state_timestamp: int | None,
+                   members: list[MemberMetadata], now_ms: int) -> GroupMetadata:
         group = cls(group_id, initial_state, now_ms)
         group.generation_id = generation_id
         group.protocol_type = protocol_type or None

@@ -14,7 +14,7 @@ if TYPE_CHECKING:
 
 
 class RealFileHandle(FileHandle):
-    def __init__(self, fs: "RealFileSystem", path: str, fd: int) -> None:
+    def __init__(self, fs: RealFileSystem, path: str, fd: int) -> None:
         self._fs, self.path, self._fd = fs, path, fd
         self._fileobj: Any = None
         self._size = os.fstat(fd).st_size
@@ -70,7 +70,7 @@ class RealFileHandle(FileHandle):
 
 
 class RealFileSystem(FileSystem):
-    def __init__(self, root: str, node: "RealNode") -> None:
+    def __init__(self, root: str, node: RealNode) -> None:
         self._root = os.path.abspath(root)
         self._node = node
         self._open: set[RealFileHandle] = set()

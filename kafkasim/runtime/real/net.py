@@ -8,9 +8,19 @@ import socket
 import struct
 from typing import TYPE_CHECKING, Any
 
-from kafkasim.runtime.api import (ConnectionClosed, ConnectionRefused, ConnectionReset, FileHandle,
-                                  FrameTooLarge, Network, NodeDead, RuntimeTimeout, Server,
-                                  Stream, StreamHandler)
+from kafkasim.runtime.api import (
+    ConnectionClosed,
+    ConnectionRefused,
+    ConnectionReset,
+    FileHandle,
+    FrameTooLarge,
+    Network,
+    NodeDead,
+    RuntimeTimeout,
+    Server,
+    Stream,
+    StreamHandler,
+)
 
 if TYPE_CHECKING:
     from kafkasim.runtime.real.world import RealNode
@@ -19,7 +29,7 @@ _SIZE = struct.Struct(">i")
 
 
 class RealStream(Stream):
-    def __init__(self, node: "RealNode", reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+    def __init__(self, node: RealNode, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         self._node, self._r, self._w = node, reader, writer
         sock = writer.get_extra_info("socket")
         if sock is not None:
@@ -90,7 +100,7 @@ class RealServer(Server):
 
 
 class RealNetwork(Network):
-    def __init__(self, node: "RealNode") -> None:
+    def __init__(self, node: RealNode) -> None:
         self._node = node
         self._servers: list[RealServer] = []
         self._streams: set[RealStream] = set()
@@ -124,7 +134,7 @@ class RealNetwork(Network):
         try:
             reader, writer = await asyncio.wait_for(asyncio.open_connection(host, port, limit=1 << 20),
                                                     timeout_ms / 1000.0)
-        except asyncio.TimeoutError as exc:
+        except TimeoutError as exc:
             raise RuntimeTimeout(f"connect to {host}:{port} timed out after {timeout_ms} ms") from exc
         except ConnectionRefusedError as exc:
             raise ConnectionRefused(f"connection refused: {host}:{port}") from exc

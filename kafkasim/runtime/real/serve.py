@@ -7,13 +7,13 @@ import asyncio
 import os
 import signal
 import sys
-from typing import Any, Optional
+from typing import Any
 
 from kafkasim.runtime.real.world import JsonlTrace, RealNode
 
 
-def serve(port: int, log_dir: str, zookeeper: Optional[str], broker_id: int, host: str,
-          trace_path: Optional[str] = None, configs: Optional[dict[str, str]] = None) -> int:
+def serve(port: int, log_dir: str, zookeeper: str | None, broker_id: int, host: str,
+          trace_path: str | None = None, configs: dict[str, str] | None = None) -> int:
     """`configs` are server.properties keys (`--config KEY=VALUE`); the explicit arguments win."""
     from kafkasim.broker.config import BrokerConfig
     from kafkasim.broker.server import KafkaServer

@@ -12,14 +12,13 @@ import asyncio
 import json
 import os
 import time
-from typing import IO, Any, Callable, Coroutine, Generator, Iterable, Optional, TypeVar
+from collections.abc import Callable, Coroutine, Generator, Iterable
+from typing import IO, Any, TypeVar
 
-from kafkasim.runtime.api import (Cancelled, Coordination, Future, NodeDead, NodeRuntime, Rng,
-                                  Task, Timer)
+from kafkasim.runtime.api import Cancelled, Coordination, Future, NodeDead, NodeRuntime, Rng, Task, Timer
 from kafkasim.runtime.real.fs import RealFileSystem
 from kafkasim.runtime.real.net import RealNetwork
-from kafkasim.runtime.real.zk import (EmbeddedCoordination, KazooCoordination,
-                                      NodeEmbeddedCoordination)
+from kafkasim.runtime.real.zk import EmbeddedCoordination, KazooCoordination, NodeEmbeddedCoordination
 from kafkasim.runtime.rng import SeededRng
 
 T = TypeVar("T")
@@ -55,7 +54,7 @@ class RealFuture(Future[Any]):
 class RealTask(Task):
     __slots__ = ("name", "_t", "_node")
 
-    def __init__(self, t: "asyncio.Task[Any]", name: str, node: "RealNode") -> None:
+    def __init__(self, t: asyncio.Task[Any], name: str, node: RealNode) -> None:
         self._t, self.name, self._node = t, name, node
 
     def cancel(self) -> None:
@@ -89,7 +88,7 @@ class RealTimer(Timer):
 class JsonlTrace:
     """Trace sink for the real world: JSON lines with wall-clock times (not hashed)."""
 
-    def __init__(self, out: Optional[IO[str]] = None) -> None:
+    def __init__(self, out: IO[str] | None = None) -> None:
         self._out = out
 
     def emit(self, node: str, ev: str, fields: dict[str, Any]) -> None:
@@ -101,9 +100,9 @@ class JsonlTrace:
 
 
 class RealNode(NodeRuntime):
-    def __init__(self, name: str, data_dir: str, zookeeper: "str | Coordination | None" = None,
-                 host: str = "127.0.0.1", seed: Optional[int] = None,
-                 trace: Optional[JsonlTrace] = None) -> None:
+    def __init__(self, name: str, data_dir: str, zookeeper: str | Coordination | None = None,
+                 host: str = "127.0.0.1", seed: int | None = None,
+                 trace: JsonlTrace | None = None) -> None:
         self.node = name
         self.host = host
         self._alive = True
@@ -172,7 +171,7 @@ class RealNode(NodeRuntime):
         t.add_done_callback(self._task_done)
         return RealTask(t, name, self)
 
-    def _task_done(self, t: "asyncio.Task[Any]") -> None:
+    def _task_done(self, t: asyncio.Task[Any]) -> None:
         self._tasks.discard(t)
         if t.cancelled():
             return
@@ -226,7 +225,7 @@ class RealNode(NodeRuntime):
             kill_sessions()
 
 
-def _aio(item: Future[Any] | Task) -> "asyncio.Future[Any]":
+def _aio(item: Future[Any] | Task) -> asyncio.Future[Any]:
     if isinstance(item, RealFuture):
         return item._f
     if isinstance(item, RealTask):

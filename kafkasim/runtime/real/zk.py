@@ -8,11 +8,11 @@ call_soon_threadsafe, so code above the seam only ever runs on the loop.
 from __future__ import annotations
 
 import asyncio
-from typing import TYPE_CHECKING, Any, Callable, Optional
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
 
 from kafkasim.runtime import api
-from kafkasim.runtime.api import (Coordination, NodeDead, WatchEvent, Watcher, ZkClient, ZOp,
-                                  ZStat)
+from kafkasim.runtime.api import Coordination, NodeDead, Watcher, WatchEvent, ZkClient, ZOp, ZStat
 from kafkasim.runtime.zkstore import Firing, ZkStore
 
 if TYPE_CHECKING:
@@ -23,9 +23,9 @@ if TYPE_CHECKING:
 class EmbeddedCoordination(Coordination):
     """In-process ZooKeeper semantics for one process (sessions end with close())."""
 
-    def __init__(self, store: Optional[ZkStore] = None) -> None:
+    def __init__(self, store: ZkStore | None = None) -> None:
         self.store = store or ZkStore()
-        self.clients: dict[int, "EmbeddedZkClient"] = {}
+        self.clients: dict[int, EmbeddedZkClient] = {}
 
     async def connect(self, session_timeout_ms: int) -> ZkClient:
         client = EmbeddedZkClient(self)
@@ -56,7 +56,7 @@ class EmbeddedZkClient(ZkClient):
         self._c.deliver(firings)
         return p  # type: ignore[no-any-return]
 
-    async def get(self, path: str, watch: Optional[Watcher] = None) -> tuple[bytes, ZStat]:
+    async def get(self, path: str, watch: Watcher | None = None) -> tuple[bytes, ZStat]:
         return self._run(lambda: self._c.store.get(self.session_id, path, watch))  # type: ignore[no-any-return]
 
     async def set(self, path: str, data: bytes, version: int = -1) -> ZStat:
@@ -67,10 +67,10 @@ class EmbeddedZkClient(ZkClient):
     async def delete(self, path: str, version: int = -1, recursive: bool = False) -> None:
         self._c.deliver(self._run(lambda: self._c.store.delete(path, version, recursive)))
 
-    async def exists(self, path: str, watch: Optional[Watcher] = None) -> Optional[ZStat]:
+    async def exists(self, path: str, watch: Watcher | None = None) -> ZStat | None:
         return self._run(lambda: self._c.store.exists(self.session_id, path, watch))  # type: ignore[no-any-return]
 
-    async def get_children(self, path: str, watch: Optional[Watcher] = None) -> list[str]:
+    async def get_children(self, path: str, watch: Watcher | None = None) -> list[str]:
         return self._run(lambda: self._c.store.get_children(self.session_id, path, watch))  # type: ignore[no-any-return]
 
     async def multi(self, ops: list[ZOp]) -> list[Any]:
@@ -137,7 +137,7 @@ _STATES = {"CONNECTED": "connected", "SUSPENDED": "suspended", "LOST": "expired"
 
 
 class KazooCoordination(Coordination):
-    def __init__(self, hosts: str, node: "RealNode") -> None:
+    def __init__(self, hosts: str, node: RealNode) -> None:
         self.hosts, self._node = hosts, node
         self._clients: list[Any] = []
 
@@ -174,7 +174,7 @@ class KazooCoordination(Coordination):
 
 
 class KazooZkClient(ZkClient):
-    def __init__(self, client: Any, loop: asyncio.AbstractEventLoop, node: "RealNode") -> None:
+    def __init__(self, client: Any, loop: asyncio.AbstractEventLoop, node: RealNode) -> None:
         self._k, self._loop, self._node = client, loop, node
         self.session_id = client.client_id[0] if client.client_id else 0
 
@@ -193,7 +193,7 @@ class KazooZkClient(ZkClient):
         self._node.check()
         return result
 
-    def _watch(self, watcher: Optional[Watcher]) -> Optional[Callable[[Any], None]]:
+    def _watch(self, watcher: Watcher | None) -> Callable[[Any], None] | None:
         if watcher is None:
             return None
         node = self._node
@@ -209,7 +209,7 @@ class KazooZkClient(ZkClient):
         return await self._call(self._k.create_async(path, data, ephemeral=ephemeral, sequence=sequential,
                                                      makepath=makepath))  # type: ignore[no-any-return]
 
-    async def get(self, path: str, watch: Optional[Watcher] = None) -> tuple[bytes, ZStat]:
+    async def get(self, path: str, watch: Watcher | None = None) -> tuple[bytes, ZStat]:
         data, st = await self._call(self._k.get_async(path, watch=self._watch(watch)))
         return data, _stat(st)
 
@@ -225,11 +225,11 @@ class KazooZkClient(ZkClient):
         except Exception as exc:
             raise _map_error(exc) from exc
 
-    async def exists(self, path: str, watch: Optional[Watcher] = None) -> Optional[ZStat]:
+    async def exists(self, path: str, watch: Watcher | None = None) -> ZStat | None:
         st = await self._call(self._k.exists_async(path, watch=self._watch(watch)))
         return None if st is None else _stat(st)
 
-    async def get_children(self, path: str, watch: Optional[Watcher] = None) -> list[str]:
+    async def get_children(self, path: str, watch: Watcher | None = None) -> list[str]:
         return sorted(await self._call(self._k.get_children_async(path, watch=self._watch(watch))))
 
     async def multi(self, ops: list[ZOp]) -> list[Any]:
@@ -270,7 +270,7 @@ class KazooZkClient(ZkClient):
         await self._loop.run_in_executor(None, stop)
 
 
-def _settle(fut: "asyncio.Future[Any]", value: Any, exc: Optional[BaseException]) -> None:
+def _settle(fut: asyncio.Future[Any], value: Any, exc: BaseException | None) -> None:
     if fut.done():
         return
     if exc is not None:

@@ -45,8 +45,9 @@ Every fault that fires is reported as "disk_fault". All randomness is the disk's
 from __future__ import annotations
 
 import errno
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
-from typing import Any, Callable, Iterable, Optional
+from typing import Any, Optional
 
 from kafkasim.runtime.api import FileHandle, FileSystem, NodeDead
 from kafkasim.runtime.rng import SeededRng
@@ -154,7 +155,7 @@ class DiskFaults:
     eio_write_rate: float = 0.0
     eio_fsync_rate: float = 0.0
     read_bitflip_rate: float = 0.0
-    capacity_bytes: Optional[int] = None
+    capacity_bytes: int | None = None
     fail_next_writes: int = 0
     fail_next_fsyncs: int = 0
 
@@ -183,16 +184,16 @@ class SimDisk:
         self.fsync_ms: tuple[float, float] = DEFAULT_FSYNC_MS
         self.faults = DiskFaults()
         # Restrict a power loss to these crash modes (None: all); a harness / test knob.
-        self.crash_modes: Optional[tuple[str, ...]] = None
+        self.crash_modes: tuple[str, ...] | None = None
         self.on_event: Callable[[str, dict[str, Any]], None] = lambda ev, f: None
 
     # ---------------------------------------------------------------- fault control
     @property
-    def capacity_bytes(self) -> Optional[int]:
+    def capacity_bytes(self) -> int | None:
         return self.faults.capacity_bytes
 
     @capacity_bytes.setter
-    def capacity_bytes(self, value: Optional[int]) -> None:
+    def capacity_bytes(self, value: int | None) -> None:
         self.faults.capacity_bytes = value
 
     @property
@@ -267,7 +268,7 @@ class SimDisk:
         self._fault(path, "write", "enospc", requested=n, written=fits)
         return fits
 
-    def check_fsync(self, path: str, f: Optional[SimFile]) -> None:
+    def check_fsync(self, path: str, f: SimFile | None) -> None:
         fl = self.faults
         if fl.fail_next_fsyncs > 0 or self._fires(fl.eio_fsync_rate):
             fl.fail_next_fsyncs = max(0, fl.fail_next_fsyncs - 1)
@@ -289,7 +290,7 @@ class SimDisk:
         return bytes(out)
 
     # ---------------------------------------------------------------- directory journal
-    def log_entry(self, kind: str, path: str, f: Optional[SimFile] = None, src: str = "") -> None:
+    def log_entry(self, kind: str, path: str, f: SimFile | None = None, src: str = "") -> None:
         self.journal.append((kind, path, f, src))
 
     def make_entries_durable(self, d: str) -> None:
@@ -455,7 +456,7 @@ class SimDisk:
 
 
 class SimFileHandle(FileHandle):
-    def __init__(self, fs: "SimFileSystem", path: str, f: SimFile) -> None:
+    def __init__(self, fs: SimFileSystem, path: str, f: SimFile) -> None:
         self.fs, self.path, self._f = fs, path, f
         self._closed = False
 
@@ -526,7 +527,7 @@ class SimFileSystem(FileSystem):
     def open(self, path: str, create: bool = True) -> FileHandle:
         self._check()
         p = _norm(path)
-        f: Optional[SimFile] = self.disk.files.get(p)
+        f: SimFile | None = self.disk.files.get(p)
         if f is None:
             if not create:
                 raise FileNotFoundError(2, "No such file", path)

@@ -11,7 +11,8 @@ must be deliverable even to a task that has not started yet.
 
 from __future__ import annotations
 
-from typing import Any, Callable, Coroutine, Generator, Iterable, Optional
+from collections.abc import Callable, Coroutine, Generator, Iterable
+from typing import Any
 
 import simpy
 from simpy.events import NORMAL, URGENT
@@ -90,7 +91,7 @@ class Owner:
 
 
 class SimTask(Task):
-    def __init__(self, kernel: "SimKernel", owner: Owner, coro: Coroutine[Any, Any, Any], name: str) -> None:
+    def __init__(self, kernel: SimKernel, owner: Owner, coro: Coroutine[Any, Any, Any], name: str) -> None:
         self.name = name or getattr(coro, "__qualname__", "task")
         self._kernel = kernel
         self._owner = owner
@@ -99,7 +100,7 @@ class SimTask(Task):
         owner.tasks[self._id] = self
         self._done = SimFuture(kernel.env)
         self._retrieved = False
-        self._waiting: Optional[simpy.Event] = None
+        self._waiting: simpy.Event | None = None
         start = kernel.env.event()
         start._ok = True
         start._value = None
@@ -221,7 +222,7 @@ class SimKernel:
 
     def __init__(self) -> None:
         self.env = simpy.Environment()
-        self.current: Optional[Owner] = None
+        self.current: Owner | None = None
         self.failures: list[tuple[str, str, str]] = []  # (owner, task, repr(exception))
         self.on_failure: Callable[[str, str, BaseException], None] = lambda o, t, e: None
 
@@ -270,7 +271,7 @@ class SimKernel:
         for fn in held:
             self.env.timeout(0).callbacks.append(_run_held(fn))
 
-    async def wait_first(self, items: Iterable[Future[Any] | Task], timeout_ms: Optional[float]) -> Optional[int]:
+    async def wait_first(self, items: Iterable[Future[Any] | Task], timeout_ms: float | None) -> int | None:
         events = [_event_of(it) for it in items]
         for i, ev in enumerate(events):
             if ev.triggered:
@@ -307,7 +308,7 @@ class SimKernel:
         self.failures.append((owner, what, f"{type(exc).__name__}: {exc}"))
         self.on_failure(owner, what, exc)
 
-    def run(self, until_ms: Optional[float] = None) -> None:
+    def run(self, until_ms: float | None = None) -> None:
         self.env.run(until=until_ms)
 
 

@@ -17,11 +17,20 @@ the data it had queued is lost with it, and peers hear nothing and must time out
 from __future__ import annotations
 
 from collections import deque
-from typing import Any, Callable, Optional
+from collections.abc import Callable
+from typing import Any
 
-from kafkasim.runtime.api import (ConnectionClosed, ConnectionRefused, ConnectionReset,
-                                  FrameTooLarge, NodeDead, RuntimeTimeout, Server, Stream,
-                                  StreamHandler)
+from kafkasim.runtime.api import (
+    ConnectionClosed,
+    ConnectionRefused,
+    ConnectionReset,
+    FrameTooLarge,
+    NodeDead,
+    RuntimeTimeout,
+    Server,
+    Stream,
+    StreamHandler,
+)
 from kafkasim.runtime.rng import SeededRng
 from kafkasim.runtime.sim.kernel import Owner, SimFuture, SimKernel
 
@@ -34,7 +43,7 @@ class _Direction:
 
     __slots__ = ("net", "src", "dst", "queue", "last_at", "pumping")
 
-    def __init__(self, net: "SimNetwork", src: "SimStream", dst: "SimStream") -> None:
+    def __init__(self, net: SimNetwork, src: SimStream, dst: SimStream) -> None:
         self.net, self.src, self.dst = net, src, dst
         self.queue: deque[tuple[float, int, bytes]] = deque()
         self.last_at = 0.0
@@ -64,7 +73,7 @@ class _Direction:
 
 
 class SimStream(Stream):
-    def __init__(self, net: "SimNetwork", owner: Owner, local: tuple[str, int], peer: tuple[str, int]) -> None:
+    def __init__(self, net: SimNetwork, owner: Owner, local: tuple[str, int], peer: tuple[str, int]) -> None:
         self.net = net
         self.owner = owner
         self.local, self.peer = local, peer
@@ -72,8 +81,8 @@ class SimStream(Stream):
         self._eof = False
         self._reset = False
         self._closed = False
-        self._waiter: Optional[SimFuture] = None
-        self._out: Optional[_Direction] = None
+        self._waiter: SimFuture | None = None
+        self._out: _Direction | None = None
 
     # -- receiving side (called by the peer's direction pump)
     def _receive(self, kind: int, data: bytes) -> None:
@@ -153,7 +162,7 @@ class SimStream(Stream):
 
 
 class SimServer(Server):
-    def __init__(self, net: "SimNetwork", owner: Owner, host: str, port: int, handler: StreamHandler) -> None:
+    def __init__(self, net: SimNetwork, owner: Owner, host: str, port: int, handler: StreamHandler) -> None:
         self.net, self.owner, self.host, self.port, self.handler = net, owner, host, port, handler
 
     def close(self) -> None:

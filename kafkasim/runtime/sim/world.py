@@ -10,10 +10,23 @@ from __future__ import annotations
 
 import hashlib
 import json
-from typing import IO, Any, Callable, Coroutine, Iterable, Optional, TypeVar
+from collections.abc import Callable, Coroutine, Iterable
+from typing import IO, Any, TypeVar
 
-from kafkasim.runtime.api import (Coordination, FileSystem, Future, Network, NodeDead,
-                                  NodeRuntime, Rng, Server, Stream, StreamHandler, Task, Timer)
+from kafkasim.runtime.api import (
+    Coordination,
+    FileSystem,
+    Future,
+    Network,
+    NodeDead,
+    NodeRuntime,
+    Rng,
+    Server,
+    Stream,
+    StreamHandler,
+    Task,
+    Timer,
+)
 from kafkasim.runtime.rng import SeededRng
 from kafkasim.runtime.sim.filesystem import SimDisk, SimFileSystem
 from kafkasim.runtime.sim.kernel import Owner, SimKernel
@@ -28,7 +41,7 @@ SIM_EPOCH_MS = 1_767_225_600_000  # 2026-01-01T00:00:00Z: simulated wall clocks 
 class Trace:
     """Canonical JSON lines, hashed incrementally; optionally also written to a file."""
 
-    def __init__(self, out: Optional[IO[str]] = None) -> None:
+    def __init__(self, out: IO[str] | None = None) -> None:
         self._hash = hashlib.sha256()
         self._out = out
         self.count = 0
@@ -45,7 +58,7 @@ class Trace:
 
 
 class SimNet(Network):
-    def __init__(self, world: "SimWorld", owner: Owner, host: str) -> None:
+    def __init__(self, world: SimWorld, owner: Owner, host: str) -> None:
         self._w, self._owner, self._host = world, owner, host
 
     async def serve(self, host: str, port: int, handler: StreamHandler) -> Server:
@@ -60,7 +73,7 @@ class SimNet(Network):
 
 
 class SimNodeRuntime(NodeRuntime):
-    def __init__(self, world: "SimWorld", node: "SimNode", owner: Owner) -> None:
+    def __init__(self, world: SimWorld, node: SimNode, owner: Owner) -> None:
         self._w, self._owner = world, owner
         self.node = self.host = node.name
         self.net = SimNet(world, owner, node.name)
@@ -112,7 +125,7 @@ class SimNodeRuntime(NodeRuntime):
 class SimNode:
     """A machine: a disk that outlives crashes, and the current process incarnation."""
 
-    def __init__(self, world: "SimWorld", name: str) -> None:
+    def __init__(self, world: SimWorld, name: str) -> None:
         self.world = world
         self.name = name
         self.disk = SimDisk(name, world.rng(f"disk/{name}"), world.kernel)
@@ -170,7 +183,7 @@ class SimNode:
 
 
 class SimWorld:
-    def __init__(self, seed: int, trace_out: Optional[IO[str]] = None,
+    def __init__(self, seed: int, trace_out: IO[str] | None = None,
                  latency_ms: tuple[float, float] = (0.1, 0.8)) -> None:
         self.seed = seed
         self.kernel = SimKernel()
@@ -200,7 +213,7 @@ class SimWorld:
         node = self.nodes[name] = SimNode(self, name)
         return node
 
-    def run(self, until_ms: Optional[float] = None) -> None:
+    def run(self, until_ms: float | None = None) -> None:
         self.kernel.run(until_ms)
 
     def now_ms(self) -> float:

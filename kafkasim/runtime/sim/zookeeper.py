@@ -11,10 +11,20 @@ through, and tells its session listeners (Kafka re-registers the broker then).
 
 from __future__ import annotations
 
-from typing import Any, Callable, Optional
+from collections.abc import Callable
+from typing import Any
 
-from kafkasim.runtime.api import (ConnectionLossError, Coordination, NodeDead,
-                                  SessionExpiredError, WatchEvent, Watcher, ZkClient, ZOp, ZStat)
+from kafkasim.runtime.api import (
+    ConnectionLossError,
+    Coordination,
+    NodeDead,
+    SessionExpiredError,
+    Watcher,
+    WatchEvent,
+    ZkClient,
+    ZOp,
+    ZStat,
+)
 from kafkasim.runtime.sim.kernel import Owner, SimKernel
 from kafkasim.runtime.sim.network import SimNetwork
 from kafkasim.runtime.zkstore import Firing, ZkStore
@@ -26,7 +36,7 @@ class SimZooKeeperServer:
         self.store = ZkStore()
         self.last_heard: dict[int, float] = {}
         self.timeouts: dict[int, float] = {}
-        self.clients: dict[int, "SimZkClient"] = {}
+        self.clients: dict[int, SimZkClient] = {}
         self.expired: set[int] = set()
         self.on_event: Callable[[str, dict[str, Any]], None] = lambda ev, f: None
         self._tick()
@@ -168,7 +178,7 @@ class SimZkClient(ZkClient):
             return p
         return await self._rpc(op)  # type: ignore[no-any-return]
 
-    async def get(self, path: str, watch: Optional[Watcher] = None) -> tuple[bytes, ZStat]:
+    async def get(self, path: str, watch: Watcher | None = None) -> tuple[bytes, ZStat]:
         return await self._rpc(lambda: self.server.store.get(self.session_id, path, watch))  # type: ignore[no-any-return]
 
     async def set(self, path: str, data: bytes, version: int = -1) -> ZStat:
@@ -181,10 +191,10 @@ class SimZkClient(ZkClient):
     async def delete(self, path: str, version: int = -1, recursive: bool = False) -> None:
         await self._rpc(lambda: self.server.deliver(self.server.store.delete(path, version, recursive)))
 
-    async def exists(self, path: str, watch: Optional[Watcher] = None) -> Optional[ZStat]:
+    async def exists(self, path: str, watch: Watcher | None = None) -> ZStat | None:
         return await self._rpc(lambda: self.server.store.exists(self.session_id, path, watch))  # type: ignore[no-any-return]
 
-    async def get_children(self, path: str, watch: Optional[Watcher] = None) -> list[str]:
+    async def get_children(self, path: str, watch: Watcher | None = None) -> list[str]:
         return await self._rpc(lambda: self.server.store.get_children(self.session_id, path, watch))  # type: ignore[no-any-return]
 
     async def multi(self, ops: list[ZOp]) -> list[Any]:
