@@ -38,8 +38,8 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from kafkasim.broker import config_helper as C
-from kafkasim.broker import zk_data as Z
 from kafkasim.broker.admin_utils import AssignmentError, BrokerMetadata, assign_replicas_to_brokers
+from kafkasim.broker.zk import zk_data as Z
 from kafkasim.protocol import api as A
 from kafkasim.protocol import errors as E
 from kafkasim.protocol.messages.alter_configs import AlterConfigsRequest, AlterConfigsResponse

@@ -18,11 +18,11 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from kafkasim.broker import zk_data as Z
 from kafkasim.broker.controller.context import LeaderAndIsr
 from kafkasim.broker.controller.event_manager import ControllerMovedError
 from kafkasim.broker.partition import PartitionState
 from kafkasim.broker.replica_manager import LeaderAndIsrPartition
+from kafkasim.broker.zk import zk_data as Z
 from kafkasim.protocol import api as A
 from kafkasim.protocol import errors as E
 from kafkasim.protocol.messages.alter_partition import AlterPartitionRequest, AlterPartitionResponse

@@ -14,8 +14,8 @@ from typing import TYPE_CHECKING, Any
 
 from kafkasim.broker import admin_apis, controller_apis, producer_id_manager
 from kafkasim.broker.group.apis import register as register_group_apis
-from kafkasim.broker.kafka_zk_client import TopicError
 from kafkasim.broker.replica_manager import FetchSpec
+from kafkasim.broker.zk.kafka_zk_client import TopicError
 from kafkasim.protocol import api as A
 from kafkasim.protocol import errors as E
 from kafkasim.protocol.messages.api_versions import ApiVersionsRequest, ApiVersionsResponse

@@ -9,7 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from kafkasim.broker.zk_data import BrokerInfo
+from kafkasim.broker.zk.zk_data import BrokerInfo
 
 LEADER_DURING_DELETE = -2
 ZERO_UUID = bytes(16)

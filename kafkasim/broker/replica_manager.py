@@ -26,11 +26,11 @@ from collections.abc import Awaitable, Callable, Coroutine
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from kafkasim.broker import zk_data as Z
 from kafkasim.broker.alter_partition_manager import AlterPartitionManager
 from kafkasim.broker.partition import AppendError, Partition, PartitionState, validate_produce_records
 from kafkasim.broker.producer_state import ProducerStateManager
 from kafkasim.broker.replica_fetcher import PartitionFetchState, ReplicaFetcherManager
+from kafkasim.broker.zk import zk_data as Z
 from kafkasim.protocol import errors as E
 from kafkasim.runtime.api import FileSystem, NodeRuntime, Task
 from kafkasim.storage.log import AppendInfo, KafkaStorageError, LogConfig

@@ -19,17 +19,17 @@ from __future__ import annotations
 import datetime
 from typing import Any
 
-from kafkasim.broker import zk_data as Z
 from kafkasim.broker.admin_utils import AssignmentError, BrokerMetadata, assign_replicas_to_brokers
 from kafkasim.broker.config import BrokerConfig
 from kafkasim.broker.controller.kafka_controller import KafkaController
 from kafkasim.broker.kafka_apis import KafkaApis
-from kafkasim.broker.kafka_zk_client import KafkaZkClient, TopicError, validate_topic_name
 from kafkasim.broker.metadata_cache import MetadataCache
 from kafkasim.broker.network_client import NetworkClient
 from kafkasim.broker.replica_manager import ReplicaManager, ReplicationConfig
 from kafkasim.broker.socket_server import SocketServer
-from kafkasim.broker.zookeeper_client import ZooKeeperClient
+from kafkasim.broker.zk import zk_data as Z
+from kafkasim.broker.zk.kafka_zk_client import KafkaZkClient, TopicError, validate_topic_name
+from kafkasim.broker.zk.zookeeper_client import ZooKeeperClient
 from kafkasim.protocol import errors as E
 from kafkasim.protocol.messages.controlled_shutdown import ControlledShutdownRequest
 from kafkasim.runtime.api import Future, NetworkError, NodeExistsError, NodeRuntime, RuntimeTimeout

@@ -162,7 +162,7 @@ def test_broker_id_generation_from_the_sequence() -> None:
 def test_the_old_zookeeper_admin_paths() -> None:
     """/admin/preferred_replica_election, /admin/reassign_partitions and /isr_change_notification
     (what pre-2.4 tools and IBP < 2.7 brokers write) are acted on and consumed."""
-    from kafkasim.broker import zk_data as Z
+    from kafkasim.broker.zk import zk_data as Z
 
     async def body(c: Cluster, rt: NodeRuntime) -> Any:
         ctl = c.controller_id()

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from kafkasim.broker.controller import election as EL
 from kafkasim.broker.controller.context import ControllerContext, LeaderAndIsr, ReplicaAssignment
-from kafkasim.broker.zk_data import BrokerInfo
+from kafkasim.broker.zk.zk_data import BrokerInfo
 
 
 def _ctx(live: list[int], shutting_down: tuple[int, ...] = ()) -> ControllerContext:

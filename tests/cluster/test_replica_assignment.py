@@ -7,9 +7,13 @@ import json
 
 import pytest
 
-from kafkasim.broker import zk_data as Z
-from kafkasim.broker.admin_utils import (AssignmentError, BrokerMetadata, assign_replicas_to_brokers,
-                                         rack_alternated_broker_list)
+from kafkasim.broker.admin_utils import (
+    AssignmentError,
+    BrokerMetadata,
+    assign_replicas_to_brokers,
+    rack_alternated_broker_list,
+)
+from kafkasim.broker.zk import zk_data as Z
 from kafkasim.protocol import errors as E
 
 

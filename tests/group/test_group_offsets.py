@@ -8,14 +8,17 @@ from __future__ import annotations
 import struct
 from typing import Any
 
-from kafkasim.broker.group.manager import (GROUP_METADATA_TOPIC_NAME, java_string_hash_code,
-                                           partition_for_group)
+from kafkasim.broker.group.manager import GROUP_METADATA_TOPIC_NAME, java_string_hash_code, partition_for_group
 from kafkasim.broker.group.metadata import TopicPartition
 from kafkasim.broker.server import KafkaServer
 from kafkasim.client.group import GroupConfig, GroupMember
 from kafkasim.protocol import errors as E
-from kafkasim.protocol.messages.consumer_offsets import (GroupMetadataKey, GroupMetadataValue, OffsetCommitKey,
-                                                         OffsetCommitValue)
+from kafkasim.protocol.messages.consumer_offsets import (
+    GroupMetadataKey,
+    GroupMetadataValue,
+    OffsetCommitKey,
+    OffsetCommitValue,
+)
 from kafkasim.protocol.messages.delete_groups import DeleteGroupsRequest
 from kafkasim.protocol.messages.describe_groups import DescribeGroupsRequest
 from kafkasim.protocol.messages.list_groups import ListGroupsRequest

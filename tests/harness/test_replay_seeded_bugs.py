@@ -7,11 +7,11 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from kafkasim.runtime import bugs
 from kafkasim.harness.replay import replay
 from kafkasim.harness.runner import run_scenario
 from kafkasim.harness.scenario import load_scenario, parse_scenario
 from kafkasim.harness.shrink import dump_scenario, shrink, size
+from kafkasim.runtime import bugs
 
 
 def _probe() -> dict[str, Any]:

@@ -21,9 +21,9 @@ from typing import Any
 
 import pytest
 
-from kafkasim.runtime import bugs
 from kafkasim.harness.runner import run_scenario
 from kafkasim.harness.scenario import Scenario, load_scenario, parse_scenario
+from kafkasim.runtime import bugs
 
 SCENARIOS = Path(__file__).resolve().parents[2] / "scenarios"
 

@@ -61,8 +61,16 @@ def _segment_bytes(log_dir: Path, topic: str, partition: int) -> int:
 # ---------------------------------------------------------------- confluent-kafka (librdkafka)
 def test_confluent_admin_topics_partitions_configs_records_cluster(broker: ServedBroker) -> None:
     from confluent_kafka import TopicPartition
-    from confluent_kafka.admin import (AdminClient, AlterConfigOpType, ConfigEntry, ConfigResource, ConfigSource,
-                                       NewPartitions, NewTopic, ResourceType)
+    from confluent_kafka.admin import (
+        AdminClient,
+        AlterConfigOpType,
+        ConfigEntry,
+        ConfigResource,
+        ConfigSource,
+        NewPartitions,
+        NewTopic,
+        ResourceType,
+    )
 
     a = AdminClient({"bootstrap.servers": broker.bootstrap})
     created = a.create_topics([NewTopic("ck-a", 2, 1, config={"retention.ms": "1000"}), NewTopic("ck-b", 1, 1)])

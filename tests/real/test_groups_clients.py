@@ -13,8 +13,14 @@ from typing import Any, Iterator
 import pytest
 
 from tests.real.conftest import ServedBroker
-from tests.real.groups_support import (GROUP_BROKER_CONFIG, PER_PARTITION, TOPIC_PARTITIONS,
-                                       assert_partitioned, produce, run_group_scenario)
+from tests.real.groups_support import (
+    GROUP_BROKER_CONFIG,
+    PER_PARTITION,
+    TOPIC_PARTITIONS,
+    assert_partitioned,
+    produce,
+    run_group_scenario,
+)
 
 pytestmark = pytest.mark.real
 SESSION_TIMEOUT_MS = 6000

@@ -7,10 +7,18 @@ import re
 from typing import Any, Awaitable, Callable
 
 import pytest
-
-from kafkasim.runtime.api import (BadVersionError, NoChildrenForEphemeralsError, NodeExistsError,
-                                  NoNodeError, NotEmptyError, WatchEvent, ZkClient, ZOp)
 from runtime_worlds import Ctx, World
+
+from kafkasim.runtime.api import (
+    BadVersionError,
+    NoChildrenForEphemeralsError,
+    NodeExistsError,
+    NoNodeError,
+    NotEmptyError,
+    WatchEvent,
+    ZkClient,
+    ZOp,
+)
 
 SESSION_MS = 6_000
 SETTLE_MS = 300  # long enough for a stray second watch delivery to show up

@@ -6,10 +6,9 @@ import struct
 from typing import Any
 
 import pytest
-
-from kafkasim.runtime.api import (ConnectionClosed, ConnectionRefused, FrameTooLarge,
-                                  NodeRuntime, Server, Stream)
 from runtime_worlds import Ctx, World
+
+from kafkasim.runtime.api import ConnectionClosed, ConnectionRefused, FrameTooLarge, NodeRuntime, Server, Stream
 
 MAX_FRAME = 1 << 16
 TIMEOUT_MS = 2_000

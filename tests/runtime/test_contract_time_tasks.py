@@ -5,9 +5,9 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
+from runtime_worlds import Ctx, World
 
 from kafkasim.runtime.api import Cancelled, NodeDead, RuntimeTimeout
-from runtime_worlds import Ctx, World
 
 
 # ---------------------------------------------------------------- time

@@ -6,9 +6,9 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
+from runtime_worlds import Ctx, SimHarness
 
 from kafkasim.runtime.api import WatchEvent
-from runtime_worlds import Ctx, SimHarness
 
 SESSION_MS = 3_000
 

@@ -9,7 +9,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-
 from runtime_worlds import ZK_SCRIPT, load_zk_launcher
 
 zk = load_zk_launcher()

@@ -6,9 +6,10 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from storage_helpers import append, run_real
+
 from kafkasim.runtime.api import NodeRuntime
 from kafkasim.storage.log import Log, LogConfig
-from storage_helpers import append, run_real
 
 SMALL = LogConfig(segment_bytes=1000)
 

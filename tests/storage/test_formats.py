@@ -8,14 +8,21 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from storage_helpers import append, run_real
 
 from kafkasim.runtime.api import NodeRuntime
-from kafkasim.storage.checkpoints import (CheckpointError, CleanShutdownFile, LeaderEpochCheckpointFile,
-                                          OffsetCheckpointFile, PartitionMetadataFile, parse_checkpoint,
-                                          uuid_from_base64, uuid_to_base64)
+from kafkasim.storage.checkpoints import (
+    CheckpointError,
+    CleanShutdownFile,
+    LeaderEpochCheckpointFile,
+    OffsetCheckpointFile,
+    PartitionMetadataFile,
+    parse_checkpoint,
+    uuid_from_base64,
+    uuid_to_base64,
+)
 from kafkasim.storage.index import OffsetIndex, TimeIndex
 from kafkasim.storage.log import Log, LogConfig
-from storage_helpers import append, run_real
 
 
 def test_offset_and_time_index_entries_and_file_sizes(tmp_path: Path) -> None:

@@ -20,14 +20,18 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from storage_helpers import keyed_batch, run_real
 
 from kafkasim.records.batch import CompressionType, Record, build_batch, iter_batches
 from kafkasim.runtime.api import NodeRuntime
-from kafkasim.storage.checkpoints import (CleanShutdownFile, LeaderEpochCheckpointFile, OffsetCheckpointFile,
-                                          PartitionMetadataFile)
+from kafkasim.storage.checkpoints import (
+    CleanShutdownFile,
+    LeaderEpochCheckpointFile,
+    OffsetCheckpointFile,
+    PartitionMetadataFile,
+)
 from kafkasim.storage.log import LogConfig
 from kafkasim.storage.log_manager import LogManager, LogManagerConfig
-from storage_helpers import keyed_batch, run_real
 
 pytestmark = pytest.mark.real
 

@@ -7,11 +7,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from storage_helpers import append, batches_of, read_all, run_real
 
 from kafkasim.records.batch import iter_batches
 from kafkasim.runtime.api import NodeRuntime
 from kafkasim.storage.log import Log, LogConfig, OffsetOutOfRangeError, index_problem, segment_name
-from storage_helpers import append, batches_of, read_all, run_real
 
 SMALL = LogConfig(segment_bytes=1000, index_interval_bytes=150, segment_index_bytes=4096)
 

@@ -8,12 +8,12 @@ import errno
 from typing import Any
 
 import pytest
+from storage_helpers import append, read_all, run_sim
 
 from kafkasim.runtime.api import NodeRuntime
 from kafkasim.storage.checkpoints import CLEAN_SHUTDOWN_FILE
 from kafkasim.storage.log import KafkaStorageError, LogConfig
 from kafkasim.storage.log_manager import LogManager, LogManagerConfig
-from storage_helpers import append, read_all, run_sim
 
 FAST = LogManagerConfig(initial_task_delay_ms=100, retention_check_interval_ms=1000,
                         flush_offset_checkpoint_interval_ms=1000, flush_start_offset_checkpoint_interval_ms=1000,

@@ -13,13 +13,13 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from storage_helpers import read_all, run_real
 
 from kafkasim.records.batch import decode_batch_records
 from kafkasim.runtime.api import NodeRuntime
 from kafkasim.storage.log import LogConfig
 from kafkasim.storage.log_manager import LogManager, LogManagerConfig
 from kafkasim.storage.verify import check_log
-from storage_helpers import read_all, run_real
 
 pytestmark = pytest.mark.real
 

@@ -9,11 +9,11 @@ from pathlib import Path
 from typing import Any, Optional
 
 import pytest
+from storage_helpers import append, read_all, run_real
 
 from kafkasim.records.batch import Record, build_batch, iter_batches
 from kafkasim.runtime.api import NodeRuntime
 from kafkasim.storage.log import Log, LogConfig, index_problem
-from storage_helpers import append, read_all, run_real
 
 CFG = LogConfig(index_interval_bytes=200)
 SEG = "t-0/00000000000000000000"

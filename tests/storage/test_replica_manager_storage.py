@@ -7,13 +7,14 @@ from __future__ import annotations
 
 from typing import Any
 
+from storage_helpers import run_sim
+
 from kafkasim.broker.replica_manager import FetchSpec, ReplicaManager
 from kafkasim.protocol import errors as E
 from kafkasim.records.batch import Record, build_batch
 from kafkasim.runtime.api import NodeRuntime
 from kafkasim.storage.checkpoints import CLEAN_SHUTDOWN_FILE
 from kafkasim.storage.log import LogConfig
-from storage_helpers import run_sim
 
 
 def _produce(i: int, ts: int) -> bytes:

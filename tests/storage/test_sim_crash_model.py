@@ -7,9 +7,9 @@ import errno
 from typing import Any
 
 import pytest
+from runtime_worlds import Ctx, SimHarness
 
 from kafkasim.runtime.sim.filesystem import PAGE_BYTES, SECTOR_BYTES, SimDisk
-from runtime_worlds import Ctx, SimHarness
 
 
 def _disk(ctx: Ctx, name: str = "disk") -> SimDisk:

@@ -19,7 +19,6 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from kafkasim.broker import zk_data as Z
 from kafkasim.broker.controller.context import (
     EPOCH_DURING_DELETE,
     LEADER_DURING_DELETE,
@@ -29,6 +28,7 @@ from kafkasim.broker.controller.context import (
     TopicPartition,
 )
 from kafkasim.broker.network_client import NetworkClient
+from kafkasim.broker.zk import zk_data as Z
 from kafkasim.protocol.messages.leader_and_isr import LeaderAndIsrRequest
 from kafkasim.protocol.messages.stop_replica import StopReplicaRequest
 from kafkasim.protocol.messages.update_metadata import UpdateMetadataRequest

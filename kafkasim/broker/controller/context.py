@@ -14,7 +14,7 @@ from __future__ import annotations
 import enum
 from dataclasses import dataclass, field, replace
 
-from kafkasim.broker.zk_data import BrokerInfo
+from kafkasim.broker.zk.zk_data import BrokerInfo
 
 TopicPartition = tuple[str, int]
 NO_LEADER = -1                  # LeaderAndIsr.NoLeader

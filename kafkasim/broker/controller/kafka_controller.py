@@ -29,7 +29,6 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from kafkasim.broker import zk_data as Z
 from kafkasim.broker.controller.channel_manager import ControllerBrokerRequestBatch, ControllerChannelManager
 from kafkasim.broker.controller.context import (
     ControllerContext,
@@ -50,8 +49,9 @@ from kafkasim.broker.controller.partition_state_machine import (
 )
 from kafkasim.broker.controller.replica_state_machine import ReplicaStateMachine
 from kafkasim.broker.controller.topic_deletion_manager import TopicDeletionManager
-from kafkasim.broker.kafka_zk_client import ControllerMovedException, ControllerZkClient
-from kafkasim.broker.zookeeper_client import StateChangeHandler, ZooKeeperClient
+from kafkasim.broker.zk import zk_data as Z
+from kafkasim.broker.zk.kafka_zk_client import ControllerMovedException, ControllerZkClient
+from kafkasim.broker.zk.zookeeper_client import StateChangeHandler, ZooKeeperClient
 from kafkasim.protocol import errors as E
 from kafkasim.runtime.api import BadVersionError, Timer, WatchEvent
 

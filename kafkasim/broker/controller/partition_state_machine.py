@@ -17,7 +17,6 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from kafkasim.broker import zk_data as Z
 from kafkasim.broker.controller import election as EL
 from kafkasim.broker.controller.context import (
     VALID_PREVIOUS_PARTITION_STATES,
@@ -28,7 +27,8 @@ from kafkasim.broker.controller.context import (
     TopicPartition,
 )
 from kafkasim.broker.controller.election import ElectionResult, ElectionStrategy
-from kafkasim.broker.kafka_zk_client import ControllerMovedException
+from kafkasim.broker.zk import zk_data as Z
+from kafkasim.broker.zk.kafka_zk_client import ControllerMovedException
 from kafkasim.runtime.api import BadVersionError
 
 if TYPE_CHECKING:

@@ -26,7 +26,7 @@ from kafkasim.broker.controller.context import (
     TopicPartition,
 )
 from kafkasim.broker.controller.partition_state_machine import leader_and_isr_from_state, state_json
-from kafkasim.broker.kafka_zk_client import ControllerMovedException
+from kafkasim.broker.zk.kafka_zk_client import ControllerMovedException
 from kafkasim.runtime.api import BadVersionError
 
 if TYPE_CHECKING:

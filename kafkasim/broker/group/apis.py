@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING
 from kafkasim.broker.group.coordinator import GroupCoordinator, LeaveMember
 from kafkasim.broker.group.manager import GROUP_METADATA_TOPIC_NAME, PartitionData
 from kafkasim.broker.group.metadata import JoinGroupResult, OffsetAndMetadata, SyncGroupResult, TopicPartition
-from kafkasim.broker.kafka_zk_client import TopicError
+from kafkasim.broker.zk.kafka_zk_client import TopicError
 from kafkasim.protocol import api as A
 from kafkasim.protocol import errors as E
 from kafkasim.protocol.messages.delete_groups import DeleteGroupsRequest, DeleteGroupsResponse

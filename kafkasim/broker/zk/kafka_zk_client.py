@@ -13,7 +13,7 @@ from collections.abc import Coroutine
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
-from kafkasim.broker import zk_data as Z
+from kafkasim.broker.zk import zk_data as Z
 from kafkasim.protocol import errors as E
 from kafkasim.runtime.api import (
     BadVersionError,
