@@ -1,8 +1,8 @@
 """Consumer groups and committed offsets (Kafka's classic group protocol).
 
 - ``metadata``     GroupMetadata / MemberMetadata: one group's state machine, pure state.
-- ``delayed``      the coordinator's purgatory: DelayedHeartbeat, DelayedJoin, InitialDelayedJoin,
-                   DelayedSync on the runtime's timers.
+- ``delayed``      the coordinator's delayed operations: DelayedHeartbeat, DelayedJoin,
+                   InitialDelayedJoin, DelayedSync, in kafkasim.broker.purgatory's purgatory.
 - ``coordinator``  GroupCoordinator: JoinGroup/SyncGroup/Heartbeat/LeaveGroup/OffsetCommit/... as
                    Kafka 3.9's GroupCoordinator answers them.
 - ``manager``      GroupMetadataManager: the ``__consumer_offsets`` log (record formats, store,

@@ -11,8 +11,9 @@ member id without a rebalance and fence their predecessor (FENCED_INSTANCE_ID).
 
 The JoinGroup/SyncGroup answers are callbacks, as in Kafka: a handler passes a callback that
 resolves its response future, and the coordinator invokes it whenever the group gets there.
-Timers are the purgatory of kafkasim.broker.group.delayed. Methods that write to the log are
-`async` and re-check the group after the append, as Kafka's append callbacks do.
+Timers are delayed operations (kafkasim.broker.group.delayed) in the generic purgatory
+(kafkasim.broker.purgatory). Methods that write to the log are `async` and re-check the group
+after the append, as Kafka's append callbacks do.
 """
 
 from __future__ import annotations
@@ -37,6 +38,7 @@ from kafkasim.broker.group.metadata import (
     TopicPartition,
     plain_protocol_set,
 )
+from kafkasim.broker.purgatory import DelayedOperationPurgatory, GroupJoinKey, GroupSyncKey, MemberKey
 from kafkasim.protocol import api as A
 from kafkasim.protocol import errors as E
 
@@ -78,8 +80,8 @@ class GroupCoordinator:
         self.broker_id = server.config.broker_id
         self.group_manager = GroupMetadataManager(server.rt, server.config, server.replica_manager,
                                                   server.metadata_cache)
-        self.heartbeat_purgatory = D.DelayedOperationPurgatory(server.rt, "Heartbeat")
-        self.rebalance_purgatory = D.DelayedOperationPurgatory(server.rt, "Rebalance")
+        self.heartbeat_purgatory = DelayedOperationPurgatory(server.rt, "Heartbeat")
+        self.rebalance_purgatory = DelayedOperationPurgatory(server.rt, "Rebalance")
         self.is_active = True
         self._expiration_started = False
 
@@ -156,7 +158,7 @@ class GroupCoordinator:
                                                rebalance_timeout_ms, session_timeout_ms, protocol_type, protocols,
                                                callback, join_reason)
         if group.is_state(GroupState.PREPARING_REBALANCE):
-            self.rebalance_purgatory.check_and_complete(D.join_key(group.group_id))
+            self.rebalance_purgatory.check_and_complete(GroupJoinKey(group.group_id))
 
     def _generate_member_id(self, client_id: str, group_instance_id: str | None) -> str:
         # Kafka appends UUID.randomUUID(); ours comes from the node's seeded stream.
@@ -366,7 +368,7 @@ class GroupCoordinator:
             return E.NONE
         if group.is_pending_member(leaving.member_id):
             self._remove_pending_member_and_update_group(group, leaving.member_id)
-            self.heartbeat_purgatory.check_and_complete(D.member_key(group.group_id, leaving.member_id))
+            self.heartbeat_purgatory.check_and_complete(MemberKey(group.group_id, leaving.member_id))
             return E.NONE
         error = self._validate_current_member(group, leaving.member_id, leaving.group_instance_id)
         if error is not None:
@@ -566,11 +568,11 @@ class GroupCoordinator:
         if previous == GroupState.PREPARING_REBALANCE:
             for member in list(group.members.values()):
                 group.maybe_invoke_join_callback(member, JoinGroupResult(member.member_id, E.NOT_COORDINATOR))
-            self.rebalance_purgatory.check_and_complete(D.join_key(group.group_id))
+            self.rebalance_purgatory.check_and_complete(GroupJoinKey(group.group_id))
         elif previous in (GroupState.STABLE, GroupState.COMPLETING_REBALANCE):
             for member in list(group.members.values()):
                 group.maybe_invoke_sync_callback(member, SyncGroupResult(E.NOT_COORDINATOR))
-                self.heartbeat_purgatory.check_and_complete(D.member_key(group.group_id, member.member_id))
+                self.heartbeat_purgatory.check_and_complete(MemberKey(group.group_id, member.member_id))
         self._remove_sync_expiration(group)
 
     def _start_offset_expiration(self) -> None:
@@ -620,7 +622,7 @@ class GroupCoordinator:
 
     def _complete_and_schedule_next_expiration(self, group: GroupMetadata, member: MemberMetadata,
                                                timeout_ms: int) -> None:
-        key = D.member_key(group.group_id, member.member_id)
+        key = MemberKey(group.group_id, member.member_id)
         member.heartbeat_satisfied = True
         self.heartbeat_purgatory.check_and_complete(key)
         member.heartbeat_satisfied = False
@@ -629,10 +631,10 @@ class GroupCoordinator:
 
     def _add_pending_member_expiration(self, group: GroupMetadata, member_id: str, timeout_ms: int) -> None:
         self.heartbeat_purgatory.try_complete_else_watch(D.DelayedHeartbeat(self, group, member_id, True, timeout_ms),
-                                                         [D.member_key(group.group_id, member_id)])
+                                                         [MemberKey(group.group_id, member_id)])
 
     def _remove_heartbeat_for_leaving_member(self, group: GroupMetadata, member_id: str) -> None:
-        self.heartbeat_purgatory.check_and_complete(D.member_key(group.group_id, member_id))
+        self.heartbeat_purgatory.check_and_complete(MemberKey(group.group_id, member_id))
 
     def try_complete_heartbeat(self, group: GroupMetadata, member_id: str, is_pending: bool,
                                force_complete: D.ForceComplete) -> bool:
@@ -754,7 +756,7 @@ class GroupCoordinator:
         group.transition_to(GroupState.PREPARING_REBALANCE, self._now())
         self._trace("group_preparing_rebalance", group, reason=reason,
                     offsets_partition=self.partition_for(group.group_id))
-        self.rebalance_purgatory.try_complete_else_watch(op, [D.join_key(group.group_id)])
+        self.rebalance_purgatory.try_complete_else_watch(op, [GroupJoinKey(group.group_id)])
 
     def _remove_member_and_update_group(self, group: GroupMetadata, member: MemberMetadata, reason: str) -> None:
         # A new member may time out while its JoinGroup waits: answer it before removing it.
@@ -763,12 +765,12 @@ class GroupCoordinator:
         if group.state in (GroupState.STABLE, GroupState.COMPLETING_REBALANCE):
             self._maybe_prepare_rebalance(group, reason)
         elif group.is_state(GroupState.PREPARING_REBALANCE):
-            self.rebalance_purgatory.check_and_complete(D.join_key(group.group_id))
+            self.rebalance_purgatory.check_and_complete(GroupJoinKey(group.group_id))
 
     def _remove_pending_member_and_update_group(self, group: GroupMetadata, member_id: str) -> None:
         group.remove(member_id)
         if group.is_state(GroupState.PREPARING_REBALANCE):
-            self.rebalance_purgatory.check_and_complete(D.join_key(group.group_id))
+            self.rebalance_purgatory.check_and_complete(GroupJoinKey(group.group_id))
 
     # ---------------------------------------------------------------- DelayedJoin
     def try_complete_join(self, group: GroupMetadata, force_complete: D.ForceComplete) -> bool:
@@ -786,7 +788,7 @@ class GroupCoordinator:
             # Nobody rejoined (only static members remain): wait another rebalance timeout
             # while their sessions time out.
             self.rebalance_purgatory.try_complete_else_watch(D.DelayedJoin(self, group, group.rebalance_timeout_ms()),
-                                                             [D.join_key(group.group_id)])
+                                                             [GroupJoinKey(group.group_id)])
             return
         group.init_next_generation(self._now())
         if group.is_state(GroupState.EMPTY):
@@ -811,15 +813,16 @@ class GroupCoordinator:
     # ---------------------------------------------------------------- DelayedSync
     def _remove_pending_sync_member(self, group: GroupMetadata, member_id: str) -> None:
         group.remove_pending_sync_member(member_id)
-        self.rebalance_purgatory.check_and_complete(D.sync_key(group.group_id))
+        self.rebalance_purgatory.check_and_complete(GroupSyncKey(group.group_id))
 
     def _remove_sync_expiration(self, group: GroupMetadata) -> None:
         group.clear_pending_sync_members()
-        self.rebalance_purgatory.check_and_complete(D.sync_key(group.group_id))
+        self.rebalance_purgatory.check_and_complete(GroupSyncKey(group.group_id))
 
     def _schedule_pending_sync(self, group: GroupMetadata) -> None:
         self.rebalance_purgatory.try_complete_else_watch(
-            D.DelayedSync(self, group, group.generation_id, group.rebalance_timeout_ms()), [D.sync_key(group.group_id)])
+            D.DelayedSync(self, group, group.generation_id, group.rebalance_timeout_ms()),
+            [GroupSyncKey(group.group_id)])
 
     def try_complete_pending_sync(self, group: GroupMetadata, generation_id: int,
                                   force_complete: D.ForceComplete) -> bool:
