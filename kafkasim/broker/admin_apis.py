@@ -39,6 +39,7 @@ from typing import TYPE_CHECKING, Any
 
 from kafkasim.broker import config_helper as C
 from kafkasim.broker.admin_utils import AssignmentError, BrokerMetadata, assign_replicas_to_brokers
+from kafkasim.broker.delayed_topic_ops import DelayedCreatePartitions, DelayedDeleteTopics
 from kafkasim.broker.zk import zk_data as Z
 from kafkasim.protocol import api as A
 from kafkasim.protocol import errors as E
@@ -235,7 +236,8 @@ class AdminApis:
         if pending and req.timeout_ms > 0:
             # DelayedDeleteTopics: done when the topics left this broker's metadata cache.
             cache = self.server.metadata_cache
-            await self.server.wait_for_metadata(lambda: all(cache.topic(t) is None for _, t in pending), req.timeout_ms)
+            op = DelayedDeleteTopics(cache, [t for _, t in pending], req.timeout_ms)
+            await self.server.wait_for_topic_operation(op, req.timeout_ms)
             for r, t in pending:
                 if cache.topic(t) is not None:
                     r.error_code = E.REQUEST_TIMED_OUT
@@ -315,7 +317,8 @@ class AdminApis:
         s.rt.trace("partitions_created", topic=topic, partitions=count)
         # DelayedCreatePartitions: the controller gives the new partitions leaders.
         cache = s.metadata_cache
-        if not await s.wait_for_metadata(lambda: cache.has_leaders(topic, count), self._timeout_ms):
+        op = DelayedCreatePartitions(cache, [(topic, count)], self._timeout_ms)
+        if not await s.wait_for_topic_operation(op, self._timeout_ms):
             raise AdminError(E.REQUEST_TIMED_OUT, f"Timed out waiting for partitions of {topic} to be created.")
 
     def _new_assignment(self, current: dict[int, list[int]], count: int,

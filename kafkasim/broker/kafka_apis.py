@@ -13,6 +13,7 @@ from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any
 
 from kafkasim.broker import admin_apis, controller_apis, producer_id_manager
+from kafkasim.broker.delayed_topic_ops import DelayedCreatePartitions
 from kafkasim.broker.group.apis import register as register_group_apis
 from kafkasim.broker.replica_manager import FetchSpec
 from kafkasim.broker.zk.kafka_zk_client import TopicError
@@ -276,8 +277,8 @@ class KafkaApis:
                                  num_partitions=-1, replication_factor=-1, configs=None))
         if waiting and req.timeout_ms > 0:
             cache = s.metadata_cache
-            ready = await s.wait_for_metadata(lambda: all(cache.has_leaders(name, n) for _, name, n in waiting),
-                                              req.timeout_ms)
+            op = DelayedCreatePartitions(cache, [(name, n) for _, name, n in waiting], req.timeout_ms)
+            ready = await s.wait_for_topic_operation(op, req.timeout_ms)
             for r, name, n in waiting:
                 meta = cache.topic(name)
                 if meta is not None:

@@ -19,8 +19,9 @@ Leader:
 Follower: appends the leader's batches as fetched; its high watermark is the leader's, capped
 by its own log end offset.
 
-Waiters (DelayedFetch, DelayedProduce, the group coordinator's acks=all appends) are futures
-resolved whenever the log end offset or the high watermark moves, or the role changes.
+Requests waiting on the partition (DelayedFetch, DelayedProduce, the group coordinator's acks=all
+appends) are checked whenever the log end offset, the high watermark or the ISR moves, or the
+role changes (try_complete_delayed_requests: Kafka's tryCompleteDelayedRequests).
 """
 
 from __future__ import annotations
@@ -30,11 +31,11 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from kafkasim.broker.producer_state import ProducerStateError, ProducerStateManager
+from kafkasim.broker.purgatory import DelayedOperationPurgatory, TopicPartitionOperationKey
 from kafkasim.protocol import errors as E
 from kafkasim.records.batch import MAGIC_VALUE_V2, BatchHeader, iter_batches, peek_magic
 from kafkasim.records.errors import CorruptReason, CorruptRecordError
 from kafkasim.runtime import bugs
-from kafkasim.runtime.api import Future
 from kafkasim.storage.file_records import FileRecords
 from kafkasim.storage.log import AppendInfo, Log, LogConfig
 
@@ -149,6 +150,16 @@ class PendingIsrChange:
     leader_recovery_state: int
 
 
+class DelayedOperations:
+    """The requests waiting on one partition (Kafka's DelayedOperations in Partition.scala)."""
+
+    def __init__(self, purgatory: DelayedOperationPurgatory, key: TopicPartitionOperationKey) -> None:
+        self.purgatory, self.key = purgatory, key
+
+    def check_and_complete_all(self) -> None:
+        self.purgatory.check_and_complete(self.key)
+
+
 class Partition:
     def __init__(self, topic: str, index: int, log: Log, leader_epoch: int, is_leader: bool,
                  local_broker_id: int = 0, high_watermark: int | None = None) -> None:
@@ -170,7 +181,8 @@ class Partition:
         # AlterPartition submitter, set by the ReplicaManager: (partition, proposed ISR, recovery state).
         self.alter_partition: Callable[[Partition, list[int], int], None] | None = None
         self.on_high_watermark_change: Callable[[Partition], None] | None = None
-        self._waiters: list[Future[Any]] = []
+        # The purgatory this partition's changes complete requests in (set by the ReplicaManager).
+        self.delayed_operations: DelayedOperations | None = None
         self.offline = False
         # A restarted replica resumes from its checkpointed high watermark (0 without one): what
         # it had beyond was never known to be committed.
@@ -229,7 +241,7 @@ class Partition:
         if state.leader_recovery_state == LEADER_RECOVERY_RECOVERING and self.alter_partition is not None:
             # KIP-704: the unclean leader declares itself recovered (alone in the ISR) first.
             self._propose([self.local_broker_id], [self.local_broker_id], LEADER_RECOVERY_RECOVERED)
-        self.wake_waiters()
+        self.try_complete_delayed_requests()
         return is_new_leader
 
     def make_follower(self, state: PartitionState) -> bool:
@@ -245,7 +257,7 @@ class Partition:
         self.pending = None
         self.remote_replicas = {}
         self.leader_recovery_state = state.leader_recovery_state
-        self.wake_waiters()
+        self.try_complete_delayed_requests()
         return is_new_epoch
 
     def _update_assignment_and_isr(self, replicas: list[int], isr: list[int], recovery: int) -> None:
@@ -281,7 +293,7 @@ class Partition:
             # high watermark moves, so no consumer reads what a power loss could take back.
             await self.log.flush()
         self.maybe_increment_leader_hw()
-        self.wake_waiters()
+        self.try_complete_delayed_requests()
         return info
 
     async def append_records_to_follower(self, records: bytes, headers: list[tuple[int, BatchHeader]],
@@ -298,7 +310,7 @@ class Partition:
             except Exception:  # the leader's start is ahead of our high watermark: catch up first
                 pass
         self.log.update_high_watermark(min(leader_high_watermark, self.log.log_end_offset))
-        self.wake_waiters()
+        self.try_complete_delayed_requests()
 
     def check_enough_replicas_reach_offset(self, required_offset: int) -> tuple[bool, int]:
         """DelayedProduce's check: (done, error)."""
@@ -342,7 +354,7 @@ class Partition:
         self.log.update_high_watermark(new_hw)
         if self.on_high_watermark_change is not None:
             self.on_high_watermark_change(self)
-        self.wake_waiters()
+        self.try_complete_delayed_requests()
         return True
 
     def _isr_eligible(self, broker_id: int) -> bool:
@@ -388,7 +400,7 @@ class Partition:
             self.isr, self.partition_epoch, self.leader_recovery_state = list(isr), partition_epoch, recovery
             self.pending = None
             self.maybe_increment_leader_hw()
-            self.wake_waiters()
+            self.try_complete_delayed_requests()
         elif error in (E.INELIGIBLE_REPLICA, E.OPERATION_NOT_ATTEMPTED):
             self.pending = None  # the controller says it was not applied: back to the committed ISR
         # UNKNOWN_TOPIC_OR_PARTITION, FENCED_LEADER_EPOCH, INVALID_UPDATE_VERSION: keep the
@@ -402,18 +414,9 @@ class Partition:
         # FileRecords), so fetched data goes from the page cache to the socket.
         return self.log.read_records(offset, max_bytes, max_offset=limit)
 
-    def add_waiter(self, fut: Future[Any]) -> None:
-        self._waiters.append(fut)
-
-    def wake_waiters(self) -> None:
-        waiters, self._waiters = self._waiters, []
-        for fut in waiters:
-            if not fut.done():
-                fut.set_result(None)
-
-    def remove_waiter(self, fut: Future[Any]) -> None:
-        if fut in self._waiters:
-            self._waiters.remove(fut)
+    def try_complete_delayed_requests(self) -> None:
+        if self.delayed_operations is not None:
+            self.delayed_operations.check_and_complete_all()
 
     def offset_for_timestamp(self, timestamp: int) -> tuple[int, int] | None:
         return self.log.offset_for_timestamp(timestamp)

@@ -98,6 +98,7 @@ class DelayedOperation:
         self.timer: Timer | None = None
         self.purgatory: DelayedOperationPurgatory | None = None
         self.keys: list[Hashable] = []
+        self.watch_seq = -1  # when it was watched: check_and_complete_all's order
 
     def try_complete(self) -> bool:
         """Complete now (via force_complete) if the condition holds; True if it completed."""
@@ -152,6 +153,7 @@ class DelayedOperationPurgatory:
         self.rt = rt
         self.name = name
         self.watchers: dict[Hashable, list[DelayedOperation]] = {}
+        self._watch_seq = 0
 
     def try_complete_else_watch(self, op: DelayedOperation, keys: Sequence[Hashable]) -> bool:
         """Complete op now if it can, else watch it under keys and start its timeout; True if
@@ -190,8 +192,18 @@ class DelayedOperationPurgatory:
                 completed += 1
         return completed
 
+    def check_and_complete_all(self) -> int:
+        """check_and_complete for every watched operation, in the order they were watched."""
+        ops = {id(op): op for watching in self.watchers.values() for op in watching}
+        completed = 0
+        for op in sorted(ops.values(), key=lambda o: o.watch_seq):
+            if not op.completed and op.try_complete():
+                completed += 1
+        return completed
+
     def _watch(self, op: DelayedOperation, keys: Sequence[Hashable]) -> None:
         op.purgatory, op.keys = self, list(keys)
+        op.watch_seq, self._watch_seq = self._watch_seq, self._watch_seq + 1
         for key in keys:
             self.watchers.setdefault(key, []).append(op)
 

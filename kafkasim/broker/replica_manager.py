@@ -27,8 +27,17 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from kafkasim.broker.alter_partition_manager import AlterPartitionManager
-from kafkasim.broker.partition import AppendError, Partition, PartitionState, validate_produce_records
+from kafkasim.broker.delayed_fetch import DelayedFetch
+from kafkasim.broker.delayed_produce import DelayedProduce
+from kafkasim.broker.partition import (
+    AppendError,
+    DelayedOperations,
+    Partition,
+    PartitionState,
+    validate_produce_records,
+)
 from kafkasim.broker.producer_state import ProducerStateManager
+from kafkasim.broker.purgatory import DelayedOperationPurgatory, TopicPartitionOperationKey
 from kafkasim.broker.replica_fetcher import PartitionFetchState, ReplicaFetcherManager
 from kafkasim.broker.zk import zk_data as Z
 from kafkasim.protocol import errors as E
@@ -121,12 +130,18 @@ class ReplicaManager:
     # alter_partition_manager.py); needs the broker's ZooKeeper client.
     zk_isr_updates: bool = False
     zk: Any | None = None
+    # DelayedProduce and DelayedFetch (and the group coordinator's acks=all appends).
+    delayed_request_purgatory: DelayedOperationPurgatory = None  # type: ignore[assignment]
 
     def __post_init__(self) -> None:
         if self.log_manager is None:
             self.log_manager = LogManager(self.rt, self.log_dir, self.log_config, self.log_manager_config)
         self.fetcher_manager = ReplicaFetcherManager(self)
         self.alter_partition_manager = AlterPartitionManager(self)
+        if self.delayed_request_purgatory is None:
+            # Kafka has a Produce and a Fetch purgatory; one here, so that a partition's change
+            # wakes the requests waiting on it in the order they began to wait, whatever kind.
+            self.delayed_request_purgatory = DelayedOperationPurgatory(self.rt, "ProduceFetch")
         self._isr_task: Task | None = None
         self._failure_handled = False
 
@@ -161,6 +176,8 @@ class ReplicaManager:
         p.now_ms = self.rt.monotonic_ms
         p.replica_lag_time_max_ms = self.replication.replica_lag_time_max_ms
         p.alter_partition = self.alter_partition_manager.submit
+        p.delayed_operations = DelayedOperations(self.delayed_request_purgatory,
+                                                 TopicPartitionOperationKey(topic, partition))
         self.partitions[(topic, partition)] = p
         if self.topic_configurer is not None:
             await self.topic_configurer(topic)
@@ -287,13 +304,13 @@ class ReplicaManager:
                 self.partitions.pop(tp, None)
                 if p is not None:
                     p.leader_id = None
-                    p.wake_waiters()
+                    p.try_complete_delayed_requests()
                 try:
                     await self._delete_log(tp, p)
                 except KafkaStorageError:
                     errors[tp] = E.KAFKA_STORAGE_ERROR
             elif p is not None:
-                p.wake_waiters()  # complete delayed produce/fetch rather than let them time out
+                p.try_complete_delayed_requests()  # complete delayed produce/fetch rather than let them time out
         return E.NONE, errors
 
     async def _delete_log(self, tp: TopicPartition, p: Partition | None) -> None:
@@ -316,13 +333,13 @@ class ReplicaManager:
     async def truncate_partition(self, p: Partition, offset: int) -> None:
         if await p.log.truncate_to(offset):
             p.producer_state = ProducerStateManager.load(p.log, f"{p.topic}-{p.index}")
-            p.wake_waiters()
+            p.try_complete_delayed_requests()
 
     async def truncate_partition_fully(self, p: Partition, offset: int) -> None:
         await p.log.truncate_fully_and_start_at(offset)
         p.producer_state = ProducerStateManager.load(p.log, f"{p.topic}-{p.index}")
         p.log.update_high_watermark(offset)
-        p.wake_waiters()
+        p.try_complete_delayed_requests()
 
     # ---------------------------------------------------------------- produce
     async def append_records(self, topic: str, partition: int, records: Any,
@@ -346,22 +363,10 @@ class ReplicaManager:
                                    deadline_ms: float) -> int:
         """DelayedProduce for acks=all: done when the high watermark reaches required_offset
         (the batch's last offset + 1); the error for the partition's response."""
-        while True:
-            p = self.partitions.get((topic, partition))
-            if p is None or p.offline:
-                return E.NOT_LEADER_OR_FOLLOWER if p is None else E.KAFKA_STORAGE_ERROR
-            done, error = p.check_enough_replicas_reach_offset(required_offset)
-            if done:
-                return error
-            remaining = deadline_ms - self.rt.monotonic_ms()
-            if remaining <= 0:
-                return E.REQUEST_TIMED_OUT
-            fut = self.rt.future()
-            p.add_waiter(fut)
-            try:
-                await self.rt.wait_first([fut], remaining)
-            finally:
-                p.remove_waiter(fut)
+        op = DelayedProduce(self, topic, partition, required_offset, deadline_ms - self.rt.monotonic_ms())
+        await self.delayed_request_purgatory.await_completion(op, [TopicPartitionOperationKey(topic, partition)],
+                                                              deadline_ms)
+        return op.error
 
     # ---------------------------------------------------------------- fetch
     def _check_fetch_partition(self, s: FetchSpec, p: Partition | None) -> int:
@@ -411,24 +416,11 @@ class ReplicaManager:
 
     async def fetch_messages(self, specs: list[FetchSpec], max_wait_ms: int, min_bytes: int, max_bytes: int,
                              committed: bool, replica_id: int = -1) -> list[FetchResult]:
+        """Read now; without fetch.min.bytes (and no error), wait as DelayedFetch up to max_wait_ms."""
         deadline = self.rt.monotonic_ms() + max(0, max_wait_ms)
-        while True:
-            results, total = self.read_once(specs, max_bytes, committed, replica_id)
-            remaining = deadline - self.rt.monotonic_ms()
-            if total >= max(min_bytes, 1) or remaining <= 0 or any(r.error_code for r in results):
-                return results
-            await self._wait_for_data(specs, remaining)
-
-    async def _wait_for_data(self, specs: list[FetchSpec], timeout_ms: float) -> None:
-        fut = self.rt.future()
-        waiting = [p for s in specs if (p := self.partitions.get((s.topic, s.partition))) is not None]
-        for p in waiting:
-            p.add_waiter(fut)
-        try:
-            await self.rt.wait_first([fut], timeout_ms)
-        finally:
-            for p in waiting:
-                p.remove_waiter(fut)
+        op = DelayedFetch(self, specs, min_bytes, max_bytes, committed, replica_id, max(0, max_wait_ms))
+        await self.delayed_request_purgatory.await_completion(op, op.operation_keys(), deadline)
+        return op.results
 
     # ---------------------------------------------------------------- ISR expiration
     async def _isr_expiration(self) -> None:
@@ -460,7 +452,7 @@ class ReplicaManager:
                 for listener in self.resignation_listeners:
                     listener(tp[0], tp[1], None)
             p.offline = True
-            p.wake_waiters()
+            p.try_complete_delayed_requests()
         self.rt.trace("log_dir_failure_handled", log_dir=self.log_dir, partitions=[list(tp) for tp in tps])
         if self.log_dir_failure_notifier is not None:
             self.rt.spawn(self.log_dir_failure_notifier(), name="log dir event notification")

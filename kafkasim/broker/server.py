@@ -17,14 +17,15 @@ stops serving, fetching and writing, and closes its ZooKeeper session.
 from __future__ import annotations
 
 import datetime
-from typing import Any
 
 from kafkasim.broker.admin_utils import AssignmentError, BrokerMetadata, assign_replicas_to_brokers
 from kafkasim.broker.config import BrokerConfig
 from kafkasim.broker.controller.kafka_controller import KafkaController
+from kafkasim.broker.delayed_topic_ops import DelayedCreatePartitions, DelayedDeleteTopics
 from kafkasim.broker.kafka_apis import KafkaApis
 from kafkasim.broker.metadata_cache import MetadataCache
 from kafkasim.broker.network_client import NetworkClient
+from kafkasim.broker.purgatory import DelayedOperationPurgatory
 from kafkasim.broker.replica_manager import ReplicaManager, ReplicationConfig
 from kafkasim.broker.socket_server import SocketServer
 from kafkasim.broker.zk import zk_data as Z
@@ -32,7 +33,7 @@ from kafkasim.broker.zk.kafka_zk_client import KafkaZkClient, TopicError, valida
 from kafkasim.broker.zk.zookeeper_client import ZooKeeperClient
 from kafkasim.protocol import errors as E
 from kafkasim.protocol.messages.controlled_shutdown import ControlledShutdownRequest
-from kafkasim.runtime.api import Future, NetworkError, NodeExistsError, NodeRuntime, RuntimeTimeout
+from kafkasim.runtime.api import NetworkError, NodeExistsError, NodeRuntime, RuntimeTimeout
 
 META_PROPERTIES = "meta.properties"
 CONTROLLED_SHUTDOWN_VERSION = 3
@@ -76,7 +77,8 @@ class KafkaServer:
         self.controller: KafkaController | None = None
         self.broker_epoch = -1
         self.port = config.port
-        self._metadata_waiters: list[Future[Any]] = []
+        # DelayedCreatePartitions / DelayedDeleteTopics (Kafka's ZkAdminManager.topicPurgatory).
+        self.topic_purgatory = DelayedOperationPurgatory(rt, "topic")
         rm = self.replica_manager
         rm.topic_configurer = self.apis.admin.apply_topic_config
         rm.log_dir_failure_notifier = self._propagate_log_dir_event
@@ -159,23 +161,16 @@ class KafkaServer:
 
     # ---------------------------------------------------------------- metadata events
     def on_metadata_updated(self) -> None:
-        """UpdateMetadata applied: wake the requests waiting for topics to appear or vanish
-        (Kafka's DelayedCreatePartitions / DelayedDeleteTopics)."""
-        waiters, self._metadata_waiters = self._metadata_waiters, []
-        for fut in waiters:
-            if not fut.done():
-                fut.set_result(None)
+        """UpdateMetadata applied: check the requests waiting for topics to appear or vanish
+        (Kafka's DelayedCreatePartitions / DelayedDeleteTopics) — every one of them, in the
+        order they began to wait."""
+        self.topic_purgatory.check_and_complete_all()
 
-    async def wait_for_metadata(self, done: Any, timeout_ms: float) -> bool:
+    async def wait_for_topic_operation(self, op: DelayedCreatePartitions | DelayedDeleteTopics,
+                                       timeout_ms: float) -> bool:
+        """Wait until op completes (True) or timeout_ms passes (False)."""
         deadline = self.rt.monotonic_ms() + max(0.0, timeout_ms)
-        while not done():
-            remaining = deadline - self.rt.monotonic_ms()
-            if remaining <= 0:
-                return False
-            fut = self.rt.future()
-            self._metadata_waiters.append(fut)
-            await self.rt.wait_first([fut], remaining)
-        return True
+        return await self.topic_purgatory.await_completion(op, op.operation_keys(), deadline)
 
     async def on_partitions_deleted(self, deleted: list[tuple[str, int]]) -> None:
         """A topic left the metadata cache (deletion): its groups' offsets go (Kafka's

@@ -1,6 +1,8 @@
 """The group coordinator's delayed operations: DelayedHeartbeat, DelayedJoin, InitialDelayedJoin
 and DelayedSync (Kafka's kafka.coordinator.group.Delayed*), watched in the generic purgatory
-(kafkasim.broker.purgatory) under MemberKey / GroupJoinKey / GroupSyncKey.
+(kafkasim.broker.purgatory) under MemberKey / GroupJoinKey / GroupSyncKey; and
+DelayedGroupAppend, the manager's acks=all append, under its partition's
+TopicPartitionOperationKey.
 """
 
 from __future__ import annotations
@@ -13,6 +15,7 @@ from kafkasim.broker.purgatory import DelayedOperation, DelayedOperationPurgator
 if TYPE_CHECKING:
     from kafkasim.broker.group.coordinator import GroupCoordinator
     from kafkasim.broker.group.metadata import GroupMetadata
+    from kafkasim.broker.partition import Partition
 
 
 class DelayedHeartbeat(DelayedOperation):
@@ -91,3 +94,17 @@ class DelayedSync(DelayedOperation):
 
 
 ForceComplete = Callable[[], bool]
+
+
+class DelayedGroupAppend(DelayedOperation):
+    """The coordinator's acks=all append of a group's metadata or offsets: done when the high
+    watermark of the __consumer_offsets partition it was appended to passes the batch (Kafka
+    uses a DelayedProduce). Checks the same Partition object throughout — it does not give up
+    when leadership moves but times out (offsets.commit.timeout.ms), as this coordinator always has."""
+
+    def __init__(self, partition: Partition, last_offset: int, timeout_ms: float) -> None:
+        super().__init__(timeout_ms)
+        self.partition, self.last_offset = partition, last_offset
+
+    def try_complete(self) -> bool:
+        return self.force_complete() if self.partition.high_watermark > self.last_offset else False

@@ -38,6 +38,7 @@ from dataclasses import dataclass
 from typing import Any, Union
 
 from kafkasim.broker.config import BrokerConfig
+from kafkasim.broker.group.delayed import DelayedGroupAppend
 from kafkasim.broker.group.metadata import (
     CommitRecordMetadataAndOffset,
     GroupMetadata,
@@ -47,6 +48,7 @@ from kafkasim.broker.group.metadata import (
     TopicPartition,
 )
 from kafkasim.broker.metadata_cache import MetadataCache
+from kafkasim.broker.purgatory import TopicPartitionOperationKey
 from kafkasim.broker.replica_manager import ReplicaManager
 from kafkasim.protocol import errors as E
 from kafkasim.protocol.messages.consumer_offsets import (
@@ -327,17 +329,12 @@ class GroupMetadataManager:
         p = self._local_partition(partition)
         if p is None:
             return E.NOT_LEADER_OR_FOLLOWER
-        deadline = self.rt.monotonic_ms() + self.config.offsets_commit_timeout_ms
-        while p.high_watermark <= last_offset:
-            remaining = deadline - self.rt.monotonic_ms()
-            if remaining <= 0:
-                return E.REQUEST_TIMED_OUT
-            fut = self.rt.future()
-            p.add_waiter(fut)
-            try:
-                await self.rt.wait_first([fut], remaining)
-            finally:
-                p.remove_waiter(fut)
+        timeout = self.config.offsets_commit_timeout_ms
+        deadline = self.rt.monotonic_ms() + timeout
+        op = DelayedGroupAppend(p, last_offset, timeout)
+        key = TopicPartitionOperationKey(GROUP_METADATA_TOPIC_NAME, partition)
+        if not await self.replica_manager.delayed_request_purgatory.await_completion(op, [key], deadline):
+            return E.REQUEST_TIMED_OUT
         return E.NONE
 
     async def store_group(self, group: GroupMetadata, assignment: dict[str, bytes]) -> int:
