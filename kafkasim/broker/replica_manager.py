@@ -28,7 +28,6 @@ from typing import TYPE_CHECKING, Any
 
 from kafkasim.broker.alter_partition_manager import AlterPartitionManager
 from kafkasim.broker.partition import AppendError, Partition, PartitionState, validate_produce_records
-from kafkasim.broker.producer_state import ProducerStateManager
 from kafkasim.broker.replica_fetcher import PartitionFetchState, ReplicaFetcherManager
 from kafkasim.broker.zk import zk_data as Z
 from kafkasim.protocol import errors as E
@@ -314,13 +313,11 @@ class ReplicaManager:
 
     # ---------------------------------------------------------------- truncation (the fetcher's)
     async def truncate_partition(self, p: Partition, offset: int) -> None:
-        if await p.log.truncate_to(offset):
-            p.producer_state = ProducerStateManager.load(p.log, f"{p.topic}-{p.index}")
+        if await p.log.truncate_to(offset):  # the log reloads its producer state
             p.wake_waiters()
 
     async def truncate_partition_fully(self, p: Partition, offset: int) -> None:
         await p.log.truncate_fully_and_start_at(offset)
-        p.producer_state = ProducerStateManager.load(p.log, f"{p.topic}-{p.index}")
         p.log.update_high_watermark(offset)
         p.wake_waiters()
 

@@ -41,10 +41,12 @@ from typing import Any
 
 from kafkasim.records.batch import PARTITION_LEADER_EPOCH_OFFSET, BatchHeader, decode_batch_records
 from kafkasim.runtime.api import NodeRuntime
+from kafkasim.storage.append_info import AppendInfo
 from kafkasim.storage.checkpoints import PARTITION_METADATA, PartitionMetadataFile
 from kafkasim.storage.epoch import LeaderEpochFileCache
 from kafkasim.storage.file_records import FileRecords
 from kafkasim.storage.index import CorruptIndexError
+from kafkasim.storage.producer_state import ProducerStateManager
 from kafkasim.storage.scheduler import Scheduler, SerialQueue
 from kafkasim.storage.segment import (
     CLEANED_SUFFIX,
@@ -101,15 +103,6 @@ class LogConfig:
         return "delete" in self.cleanup_policy.replace(" ", "").split(",")
 
 
-@dataclass
-class AppendInfo:
-    first_offset: int
-    last_offset: int
-    record_count: int
-    max_timestamp: int
-    shallow_offset_of_max_timestamp: int = -1
-
-
 class KafkaStorageError(Exception):
     """KafkaStorageException: an I/O error took the log dir offline."""
 
@@ -150,6 +143,9 @@ class Log:
         self.topic_id: bytes | None = None
         self._pending_index_rebuild: set[int] = set()
         self._recovered_epochs: list[tuple[int, int]] = []
+        # The idempotent producers' state (UnifiedLog.producerStateManager): rebuilt from its
+        # snapshots and the log by load(), and again after every truncation.
+        self.producer_state_manager = ProducerStateManager(self)
 
     # ---------------------------------------------------------------- the segment list
     @property
@@ -239,6 +235,7 @@ class Log:
                 log.topic_id = meta.read()
             except Exception:
                 log.topic_id = None
+            log._load_producer_state()
         return log
 
     def _names(self) -> list[str]:
@@ -698,6 +695,11 @@ class Log:
         self.scheduler.schedule_once("delete-file", self.config.file_delete_delay_ms, delete)
 
     # ================================================================ truncation (replication)
+    def _load_producer_state(self) -> None:
+        """UnifiedLog.loadProducerState: drop the snapshots beyond the log, then rebuild the
+        state from the latest valid one and the batches after it."""
+        self.producer_state_manager = ProducerStateManager.load(self)
+
     async def truncate_to(self, target_offset: int) -> bool:
         """UnifiedLog.truncateTo: drop every offset >= target (a follower's divergent tail).
         Beyond Kafka, the truncation is fsynced."""
@@ -722,6 +724,7 @@ class Log:
             await active.log.fsync()
             await self.fs.fsync_dir(self.dir)
             await self._epoch_writes.run(self.leader_epoch_cache.flush)
+            self._load_producer_state()
             return True
 
     async def truncate_fully_and_start_at(self, new_offset: int) -> None:
@@ -736,6 +739,7 @@ class Log:
             self.leader_epoch_cache.truncate_from_start(new_offset)
             await self.fs.fsync_dir(self.dir)
             await self._epoch_writes.run(self.leader_epoch_cache.flush)
+            self._load_producer_state()
 
     # ================================================================ cleaning support
     def create_cleaned_segment(self, base_offset: int) -> LogSegment:
