@@ -291,7 +291,7 @@ class Partition:
             self.log.producer_state_manager.on_replicated_append(headers)
             if self.log.needs_flush():
                 await self.log.flush()
-        if leader_log_start_offset > self.log.log_start_offset and hasattr(self.log, "delete_records"):
+        if leader_log_start_offset > self.log.log_start_offset:
             try:
                 self.log.delete_records(min(leader_log_start_offset, self.log.high_watermark))
             except Exception:  # the leader's start is ahead of our high watermark: catch up first
