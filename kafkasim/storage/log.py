@@ -41,7 +41,7 @@ from typing import Any
 
 from kafkasim.records.batch import PARTITION_LEADER_EPOCH_OFFSET, BatchHeader, decode_batch_records
 from kafkasim.runtime.api import NodeRuntime
-from kafkasim.storage.append_info import AppendInfo
+from kafkasim.storage.append_info import AppendInfo as AppendInfo  # re-exported: callers import it from here
 from kafkasim.storage.checkpoints import PARTITION_METADATA, PartitionMetadataFile
 from kafkasim.storage.epoch import LeaderEpochFileCache
 from kafkasim.storage.file_records import FileRecords
