@@ -288,28 +288,16 @@ class ReplicaManager:
                     p.leader_id = None
                     p.wake_waiters()
                 try:
-                    await self._delete_log(tp, p)
+                    await self._delete_log(tp)
                 except KafkaStorageError:
                     errors[tp] = E.KAFKA_STORAGE_ERROR
             elif p is not None:
                 p.wake_waiters()  # complete delayed produce/fetch rather than let them time out
         return E.NONE, errors
 
-    async def _delete_log(self, tp: TopicPartition, p: Partition | None) -> None:
+    async def _delete_log(self, tp: TopicPartition) -> None:
         assert self.log_manager is not None
-        delete = getattr(self.log_manager, "async_delete", None)
-        if callable(delete):
-            result = delete(tp[0], tp[1])
-            if hasattr(result, "__await__"):
-                await result
-            return
-        if p is not None:
-            p.log.close()
-            path = p.log.dir
-            if self.fs.exists(path):
-                for name in self.fs.listdir(path):
-                    self.fs.unlink(f"{path}/{name}")
-                self.fs.rmdir(path)
+        await self.log_manager.async_delete(tp[0], tp[1])  # crash-atomic: the dir is renamed away first
 
     # ---------------------------------------------------------------- truncation (the fetcher's)
     async def truncate_partition(self, p: Partition, offset: int) -> None:
