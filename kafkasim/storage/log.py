@@ -620,6 +620,7 @@ class Log:
     def _maybe_increment_log_start_offset(self, offset: int) -> None:
         if offset > self.log_start_offset:
             self.log_start_offset = offset
+            self.producer_state_manager.on_log_start_offset_incremented(offset)
             self.leader_epoch_cache.truncate_from_start(offset)
             if self.leader_epoch_cache.dirty:
                 self.scheduler.schedule_once("leader-epoch-checkpoint", 0, self._flush_epoch_cache)
@@ -677,6 +678,7 @@ class Log:
         gone = {id(s) for s in deletable}
         self._publish([s for s in self._segments if id(s) not in gone])
         self._delete_segment_files(deletable)
+        self._delete_producer_snapshots(deletable)
         self._maybe_increment_log_start_offset(self._segments[0].base_offset)
         self.rt.trace("log_segments_deleted", topic=self.topic, partition=self.partition, reason=reason,
                       segments=[s.base_offset for s in deletable], log_start_offset=self.log_start_offset)
@@ -693,6 +695,20 @@ class Log:
             for seg in segments:
                 seg.delete_if_exists()
         self.scheduler.schedule_once("delete-file", self.config.file_delete_delay_ms, delete)
+
+    def _delete_producer_snapshots(self, segments: list[LogSegment]) -> None:
+        """UnifiedLog.deleteProducerSnapshots: the deleted segments' producer snapshots are
+        renamed `.deleted` now and removed file.delete.delay.ms later, as their segments are."""
+        psm = self.producer_state_manager
+        doomed = [p for p in (psm.remove_and_mark_snapshot_for_deletion(s.base_offset) for s in segments) if p]
+        if not doomed:
+            return
+
+        async def delete() -> None:
+            for path in doomed:
+                if self.fs.exists(path):
+                    self.fs.unlink(path)
+        self.scheduler.schedule_once("delete-producer-snapshot", self.config.file_delete_delay_ms, delete)
 
     # ================================================================ truncation (replication)
     def _load_producer_state(self) -> None:

@@ -64,6 +64,7 @@ from kafkasim.protocol import errors as E
 from kafkasim.records.batch import NO_PRODUCER_EPOCH, NO_SEQUENCE, BatchHeader, iter_batches
 from kafkasim.records.crc import crc32c
 from kafkasim.storage.append_info import AppendInfo
+from kafkasim.storage.segment import DELETED_SUFFIX
 
 if TYPE_CHECKING:
     from kafkasim.storage.log import Log
@@ -403,6 +404,22 @@ class ProducerStateManager:
     def _oldest_segment_base(self) -> int:
         segments = self._log.segments
         return segments[0].base_offset if segments else 0
+
+    def remove_and_mark_snapshot_for_deletion(self, offset: int) -> str | None:
+        """ProducerStateManager.removeAndMarkSnapshotForDeletion: the snapshot of a segment
+        retention deletes is renamed `.deleted` (removed with the segment's files, or by the next
+        load); returns its new path, None when there is none."""
+        path = f"{self.dir}/{snapshot_name(offset)}"
+        if not self.fs.exists(path):
+            return None
+        self.fs.rename(path, path + DELETED_SUFFIX)
+        return path + DELETED_SUFFIX
+
+    def on_log_start_offset_incremented(self, log_start_offset: int) -> None:
+        """ProducerStateManager.onLogStartOffsetIncremented (no transactions to drop here)."""
+        self.last_map_offset = max(self.last_map_offset, log_start_offset)
+        offsets = self.snapshot_offsets()
+        self.last_snap_offset = offsets[-1] if offsets else log_start_offset
 
     def _read_file(self, name: str) -> bytes:
         f = self.fs.open(f"{self.dir}/{name}", create=False)
