@@ -67,10 +67,6 @@ MIN_RECOVERY_BATCH_LIMIT = 32 * 1024 * 1024  # recovery never reads a "batch" bi
 SEGMENT_SUFFIXES = (LOG_SUFFIX, INDEX_SUFFIX, TIME_INDEX_SUFFIX)
 
 
-def segment_name(base_offset: int) -> str:
-    return log_file_name(base_offset)
-
-
 @dataclass
 class LogConfig:
     """A log's topic configs (Kafka's LogConfig; topic name / broker default name). Field names
