@@ -26,6 +26,10 @@ entry beyond the data is caught and the segment rebuilt). Every cut and deletion
 ``log_recovery``. Beyond Kafka: truncations are fsynced before the log is used, so a crash cannot
 resurrect a tail recovery removed.
 
+Producer state (``producer_state_manager``, producer_state.py): rebuilt from its snapshots and
+the log at load and after every truncation; retention removes the snapshots of the segments it
+deletes.
+
 I/O errors take the log offline (Kafka's log dir failure): every later call raises
 ``KafkaStorageError``; the broker answers KAFKA_STORAGE_ERROR.
 """
