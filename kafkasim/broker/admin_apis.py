@@ -543,7 +543,7 @@ class AdminApis:
         target = part.high_watermark if offset == LATEST_OFFSET else offset
         if target < 0 or target > part.high_watermark:
             return E.OFFSET_OUT_OF_RANGE, -1
-        low = advance_log_start_offset(part.log, target)
+        low = part.log.delete_records(target)  # UnifiedLog.maybeIncrementLogStartOffset
         self.server.rt.trace("records_deleted", topic=topic, partition=partition, log_start_offset=low)
         return E.NONE, low
 
@@ -562,7 +562,7 @@ class AdminApis:
         for (topic, index), part in sorted(rm.partitions.items()):
             if wanted is not None and index not in wanted.get(topic, set()):
                 continue
-            size = log_size_in_bytes(part.log)
+            size = part.log.size_in_bytes
             by_topic.setdefault(topic, []).append(T.DescribeLogDirsPartition(
                 partition_index=index, partition_size=size, offset_lag=0, is_future_key=False))
         topics = [T(name=name, partitions=parts) for name, parts in by_topic.items()]
@@ -593,29 +593,9 @@ class AdminApis:
         return part.last_offset_for_leader_epoch(current, requested)
 
 
-def log_size_in_bytes(log: Any) -> int:
-    """UnifiedLog.size: the bytes of its segments (the storage's own figure when it has one)."""
-    size = getattr(log, "size_in_bytes", None)
-    if size is not None:
-        return int(size() if callable(size) else size)
-    return sum(int(seg.size) for seg in log.segments)
-
-
 def _replace_with(props: dict[str, str]) -> Callable[[dict[str, str]], dict[str, str]]:
     """Legacy AlterConfigs: the request's set replaces the whole config."""
     return lambda _old: dict(props)
-
-
-def advance_log_start_offset(log: Any, offset: int) -> int:
-    """UnifiedLog.maybeIncrementLogStartOffset (ClientRecordDeletion): only ever forward.
-    Uses the storage's Log.delete_records when it has one; until then this minimal stand-in
-    moves the in-memory log start offset (storage work: persist it in
-    log-start-offset-checkpoint and delete the segments wholly below it)."""
-    delete = getattr(log, "delete_records", None)
-    if callable(delete):
-        return int(delete(offset))
-    log.log_start_offset = max(log.log_start_offset, min(offset, log.log_end_offset))
-    return int(log.log_start_offset)
 
 
 def register(apis: KafkaApis) -> AdminManager:

@@ -29,6 +29,7 @@ from kafkasim.protocol.messages.produce import ProduceRequest, ProduceResponse
 from kafkasim.protocol.primitives import Message
 
 if TYPE_CHECKING:
+    from kafkasim.broker.partition import Partition
     from kafkasim.broker.server import KafkaServer
 
 # api key -> (min, max) advertised by the core handlers below; feature modules (groups, admin,
@@ -289,11 +290,11 @@ class KafkaApis:
         return CreateTopicsResponse(throttle_time_ms=0, topics=results)
 
 
-def _leader_check(part: Any, current_leader_epoch: int) -> int:
+def _leader_check(part: Partition | None, current_leader_epoch: int) -> int:
     """Partition.localLogWithEpochOrThrow with fetchOnlyFromLeader: epoch first, then role."""
     if part is None:
         return E.UNKNOWN_TOPIC_OR_PARTITION
-    if getattr(part, "offline", False):
+    if part.offline:
         return E.KAFKA_STORAGE_ERROR
     if current_leader_epoch >= 0 and current_leader_epoch < part.leader_epoch:
         return E.FENCED_LEADER_EPOCH

@@ -30,7 +30,6 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from kafkasim.broker.producer_state import ProducerStateError, ProducerStateManager
 from kafkasim.broker.purgatory import DelayedOperationPurgatory, TopicPartitionOperationKey
 from kafkasim.protocol import errors as E
 from kafkasim.records.batch import MAGIC_VALUE_V2, BatchHeader, iter_batches, peek_magic
@@ -38,6 +37,7 @@ from kafkasim.records.errors import CorruptReason, CorruptRecordError
 from kafkasim.runtime import bugs
 from kafkasim.storage.file_records import FileRecords
 from kafkasim.storage.log import AppendInfo, Log, LogConfig
+from kafkasim.storage.producer_state import ProducerStateError
 
 UNKNOWN_OFFSET = -1
 LEADER_RECOVERY_RECOVERED, LEADER_RECOVERY_RECOVERING = 0, 1
@@ -188,7 +188,6 @@ class Partition:
         # it had beyond was never known to be committed.
         log.update_high_watermark(high_watermark if high_watermark is not None else
                                   (log.log_end_offset if is_leader else 0))
-        self.producer_state = ProducerStateManager.load(log, f"{topic}-{index}")  # snapshot + log replay
 
     # ---------------------------------------------------------------- offsets
     @property
@@ -281,13 +280,13 @@ class Partition:
                               f"min.isr requirement of {self.min_insync_replicas} for partition "
                               f"{self.topic}-{self.index}")
         try:  # idempotence: a duplicate of one of a producer's last 5 batches answers its original offsets
-            duplicate = self.producer_state.analyze_append(validated.headers, self.log.log_end_offset)
+            duplicate = self.log.producer_state_manager.analyze_append(validated.headers, self.log.log_end_offset)
         except ProducerStateError as exc:
             raise AppendError(exc.error_code, str(exc)) from exc
         if duplicate is not None:
             return duplicate
         info = self.log.append_as_leader(validated.buf, validated.headers, self.leader_epoch)
-        self.producer_state.on_append(info)
+        self.log.producer_state_manager.on_append(info)
         if self.log.needs_flush():
             # flush.messages reached: as in Kafka the flush happens inside the append, before the
             # high watermark moves, so no consumer reads what a power loss could take back.
@@ -301,10 +300,10 @@ class Partition:
         """The leader's batches, offsets and epochs as they are."""
         if headers:
             self.log.append_as_follower(records, headers)
-            self.producer_state.on_replicated_append(headers)
+            self.log.producer_state_manager.on_replicated_append(headers)
             if self.log.needs_flush():
                 await self.log.flush()
-        if leader_log_start_offset > self.log.log_start_offset and hasattr(self.log, "delete_records"):
+        if leader_log_start_offset > self.log.log_start_offset:
             try:
                 self.log.delete_records(min(leader_log_start_offset, self.log.high_watermark))
             except Exception:  # the leader's start is ahead of our high watermark: catch up first

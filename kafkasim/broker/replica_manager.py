@@ -36,7 +36,6 @@ from kafkasim.broker.partition import (
     PartitionState,
     validate_produce_records,
 )
-from kafkasim.broker.producer_state import ProducerStateManager
 from kafkasim.broker.purgatory import DelayedOperationPurgatory, TopicPartitionOperationKey
 from kafkasim.broker.replica_fetcher import PartitionFetchState, ReplicaFetcherManager
 from kafkasim.broker.zk import zk_data as Z
@@ -306,38 +305,24 @@ class ReplicaManager:
                     p.leader_id = None
                     p.try_complete_delayed_requests()
                 try:
-                    await self._delete_log(tp, p)
+                    await self._delete_log(tp)
                 except KafkaStorageError:
                     errors[tp] = E.KAFKA_STORAGE_ERROR
             elif p is not None:
                 p.try_complete_delayed_requests()  # complete delayed produce/fetch rather than let them time out
         return E.NONE, errors
 
-    async def _delete_log(self, tp: TopicPartition, p: Partition | None) -> None:
+    async def _delete_log(self, tp: TopicPartition) -> None:
         assert self.log_manager is not None
-        delete = getattr(self.log_manager, "async_delete", None)
-        if callable(delete):
-            result = delete(tp[0], tp[1])
-            if hasattr(result, "__await__"):
-                await result
-            return
-        if p is not None:
-            p.log.close()
-            path = p.log.dir
-            if self.fs.exists(path):
-                for name in self.fs.listdir(path):
-                    self.fs.unlink(f"{path}/{name}")
-                self.fs.rmdir(path)
+        await self.log_manager.async_delete(tp[0], tp[1])  # crash-atomic: the dir is renamed away first
 
     # ---------------------------------------------------------------- truncation (the fetcher's)
     async def truncate_partition(self, p: Partition, offset: int) -> None:
-        if await p.log.truncate_to(offset):
-            p.producer_state = ProducerStateManager.load(p.log, f"{p.topic}-{p.index}")
+        if await p.log.truncate_to(offset):  # the log reloads its producer state
             p.try_complete_delayed_requests()
 
     async def truncate_partition_fully(self, p: Partition, offset: int) -> None:
         await p.log.truncate_fully_and_start_at(offset)
-        p.producer_state = ProducerStateManager.load(p.log, f"{p.topic}-{p.index}")
         p.log.update_high_watermark(offset)
         p.try_complete_delayed_requests()
 

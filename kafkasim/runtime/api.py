@@ -240,7 +240,8 @@ class FileSystem(abc.ABC):
 
     @abc.abstractmethod
     def rename(self, src: str, dst: str) -> None:
-        """Atomic replace of dst, durable only after fsync_dir of the parent."""
+        """Atomic replace of dst (a file; or a directory, onto a name not in use), durable only
+        after fsync_dir of the parent."""
 
     @abc.abstractmethod
     def unlink(self, path: str) -> None: ...

@@ -1,6 +1,8 @@
 """kafkasim.storage: Kafka's log on disk.
 
-    Log, LogConfig, AppendInfo           log.py          UnifiedLog / LocalLog / LogLoader
+    Log, LogConfig                       log.py          UnifiedLog / LocalLog / LogLoader
+    AppendInfo                           append_info.py  LogAppendInfo
+    ProducerStateManager                 producer_state.py  idempotent producers' state, *.snapshot
     LogSegment                           segment.py      .log + .index + .timeindex
     OffsetIndex, TimeIndex               index.py        Kafka's 8- and 12-byte index entries
     LogManager, LogManagerConfig         log_manager.py  the log dir: load, jobs, checkpoints

@@ -105,9 +105,6 @@ class AbstractIndex:
             raise IndexOffsetOverflowError(f"Integer overflow for offset: {offset} ({self.path})")
         return rel
 
-    def can_append_offset(self, offset: int) -> bool:
-        return 0 <= offset - self.base_offset <= INT32_MAX
-
     def _append_raw(self, *fields: int) -> None:
         self._data().extend(self._ENTRY.pack(*fields))
         self._entries += 1

@@ -26,6 +26,10 @@ entry beyond the data is caught and the segment rebuilt). Every cut and deletion
 ``log_recovery``. Beyond Kafka: truncations are fsynced before the log is used, so a crash cannot
 resurrect a tail recovery removed.
 
+Producer state (``producer_state_manager``, producer_state.py): rebuilt from its snapshots and
+the log at load and after every truncation; retention removes the snapshots of the segments it
+deletes.
+
 I/O errors take the log offline (Kafka's log dir failure): every later call raises
 ``KafkaStorageError``; the broker answers KAFKA_STORAGE_ERROR.
 """
@@ -41,10 +45,12 @@ from typing import Any
 
 from kafkasim.records.batch import PARTITION_LEADER_EPOCH_OFFSET, BatchHeader, decode_batch_records
 from kafkasim.runtime.api import NodeRuntime
+from kafkasim.storage.append_info import AppendInfo as AppendInfo  # re-exported: callers import it from here
 from kafkasim.storage.checkpoints import PARTITION_METADATA, PartitionMetadataFile
 from kafkasim.storage.epoch import LeaderEpochFileCache
 from kafkasim.storage.file_records import FileRecords
 from kafkasim.storage.index import CorruptIndexError
+from kafkasim.storage.producer_state import ProducerStateManager
 from kafkasim.storage.scheduler import Scheduler, SerialQueue
 from kafkasim.storage.segment import (
     CLEANED_SUFFIX,
@@ -63,10 +69,6 @@ _STAMP = struct.Struct(">q")  # baseOffset at byte 0 of a batch (records/batch.p
 _EPOCH = struct.Struct(">i")  # partitionLeaderEpoch at byte 12 (outside the CRC too)
 MIN_RECOVERY_BATCH_LIMIT = 32 * 1024 * 1024  # recovery never reads a "batch" bigger than this
 SEGMENT_SUFFIXES = (LOG_SUFFIX, INDEX_SUFFIX, TIME_INDEX_SUFFIX)
-
-
-def segment_name(base_offset: int) -> str:
-    return log_file_name(base_offset)
 
 
 @dataclass
@@ -99,15 +101,6 @@ class LogConfig:
     @property
     def delete(self) -> bool:
         return "delete" in self.cleanup_policy.replace(" ", "").split(",")
-
-
-@dataclass
-class AppendInfo:
-    first_offset: int
-    last_offset: int
-    record_count: int
-    max_timestamp: int
-    shallow_offset_of_max_timestamp: int = -1
 
 
 class KafkaStorageError(Exception):
@@ -150,6 +143,9 @@ class Log:
         self.topic_id: bytes | None = None
         self._pending_index_rebuild: set[int] = set()
         self._recovered_epochs: list[tuple[int, int]] = []
+        # The idempotent producers' state (UnifiedLog.producerStateManager): rebuilt from its
+        # snapshots and the log by load(), and again after every truncation.
+        self.producer_state_manager = ProducerStateManager(self)
 
     # ---------------------------------------------------------------- the segment list
     @property
@@ -239,6 +235,7 @@ class Log:
                 log.topic_id = meta.read()
             except Exception:
                 log.topic_id = None
+            log._load_producer_state()
         return log
 
     def _names(self) -> list[str]:
@@ -623,6 +620,7 @@ class Log:
     def _maybe_increment_log_start_offset(self, offset: int) -> None:
         if offset > self.log_start_offset:
             self.log_start_offset = offset
+            self.producer_state_manager.on_log_start_offset_incremented(offset)
             self.leader_epoch_cache.truncate_from_start(offset)
             if self.leader_epoch_cache.dirty:
                 self.scheduler.schedule_once("leader-epoch-checkpoint", 0, self._flush_epoch_cache)
@@ -680,6 +678,7 @@ class Log:
         gone = {id(s) for s in deletable}
         self._publish([s for s in self._segments if id(s) not in gone])
         self._delete_segment_files(deletable)
+        self._delete_producer_snapshots(deletable)
         self._maybe_increment_log_start_offset(self._segments[0].base_offset)
         self.rt.trace("log_segments_deleted", topic=self.topic, partition=self.partition, reason=reason,
                       segments=[s.base_offset for s in deletable], log_start_offset=self.log_start_offset)
@@ -697,7 +696,26 @@ class Log:
                 seg.delete_if_exists()
         self.scheduler.schedule_once("delete-file", self.config.file_delete_delay_ms, delete)
 
+    def _delete_producer_snapshots(self, segments: list[LogSegment]) -> None:
+        """UnifiedLog.deleteProducerSnapshots: the deleted segments' producer snapshots are
+        renamed `.deleted` now and removed file.delete.delay.ms later, as their segments are."""
+        psm = self.producer_state_manager
+        doomed = [p for p in (psm.remove_and_mark_snapshot_for_deletion(s.base_offset) for s in segments) if p]
+        if not doomed:
+            return
+
+        async def delete() -> None:
+            for path in doomed:
+                if self.fs.exists(path):
+                    self.fs.unlink(path)
+        self.scheduler.schedule_once("delete-producer-snapshot", self.config.file_delete_delay_ms, delete)
+
     # ================================================================ truncation (replication)
+    def _load_producer_state(self) -> None:
+        """UnifiedLog.loadProducerState: drop the snapshots beyond the log, then rebuild the
+        state from the latest valid one and the batches after it."""
+        self.producer_state_manager = ProducerStateManager.load(self)
+
     async def truncate_to(self, target_offset: int) -> bool:
         """UnifiedLog.truncateTo: drop every offset >= target (a follower's divergent tail).
         Beyond Kafka, the truncation is fsynced."""
@@ -722,6 +740,7 @@ class Log:
             await active.log.fsync()
             await self.fs.fsync_dir(self.dir)
             await self._epoch_writes.run(self.leader_epoch_cache.flush)
+            self._load_producer_state()
             return True
 
     async def truncate_fully_and_start_at(self, new_offset: int) -> None:
@@ -736,6 +755,7 @@ class Log:
             self.leader_epoch_cache.truncate_from_start(new_offset)
             await self.fs.fsync_dir(self.dir)
             await self._epoch_writes.run(self.leader_epoch_cache.flush)
+            self._load_producer_state()
 
     # ================================================================ cleaning support
     def create_cleaned_segment(self, base_offset: int) -> LogSegment:

@@ -7,6 +7,12 @@ shutdown so the next start skips recovery.
     <log.dir>/replication-offset-checkpoint      high watermarks (ReplicaManager's job in Kafka)
     <log.dir>/cleaner-offset-checkpoint          after each cleaning
     <log.dir>/.kafka_cleanshutdown               written last by a clean shutdown, deleted at startup
+    <log.dir>/<topic>-<p>.<uuid>-delete          a deleted partition's dir, removed file.delete.delay.ms later
+
+Deleting a partition (``async_delete``, Kafka's LogManager.asyncDelete) renames its dir to the
+``-delete`` name and fsyncs the log dir before anything else: one atomic, durable step, so a
+crash leaves either the whole log (loaded as before) or a ``-delete`` dir, which startup removes
+instead of loading — never a half-deleted log that recovery would serve.
 
 Jobs (Kafka's names and defaults): kafka-log-retention (log.retention.check.interval.ms),
 kafka-log-flusher (flush.ms per log, checked every log.flush.scheduler.interval.ms — Kafka's
@@ -39,6 +45,7 @@ from kafkasim.storage.scheduler import Scheduler, SerialQueue
 
 TopicPartition = tuple[str, int]
 FLUSH_CHECK_FALLBACK_MS = 1000
+DELETE_DIR_SUFFIX = "-delete"  # UnifiedLog.DeleteDirSuffix
 
 
 @dataclass
@@ -129,6 +136,9 @@ class LogManager:
         self.cleaner_checkpoint = self._read_checkpoint(CLEANER_OFFSET_CHECKPOINT)
         self.rt.trace("log_manager_startup", log_dir=self.log_dir, clean_shutdown=self.had_clean_shutdown)
         for name in self.fs.listdir(self.log_dir):
+            if name.endswith(DELETE_DIR_SUFFIX):  # a deletion a crash interrupted: finish it
+                self._schedule_dir_deletion(self._path(name))
+                continue
             try:
                 tp = parse_topic_partition(name)
                 self.fs.listdir(self._path(name))
@@ -225,6 +235,37 @@ class LogManager:
         for tp in [tp for tp, log in self.logs.items() if log.closed]:
             del self.logs[tp]
         return sorted(self.logs.items())
+
+    async def async_delete(self, topic: str, partition: int) -> Log | None:
+        """LogManager.asyncDelete: take the log out of service, rename its dir to
+        `<topic>-<partition>.<uuid>-delete` and make that durable (fsync of the log dir); the
+        files go file.delete.delay.ms later. Returns the removed log (None: there was none)."""
+        if self.offline:
+            raise KafkaStorageError(f"Failed to delete log for {topic}-{partition} because it may be in "
+                                    f"the offline directory {self.log_dir}")
+        log = self.logs.pop((topic, partition), None)
+        if log is None:
+            return None
+        log.close()
+        deleted = self._path(log_delete_dir_name(topic, partition, self.rt.rng("log-delete-dir").randbytes(16).hex()))
+        try:
+            self.fs.rename(log.dir, deleted)
+            await self.fs.fsync_dir(self.log_dir)
+        except OSError as exc:
+            self._dir_failed(exc)
+            raise KafkaStorageError(f"Error while deleting log for {topic}-{partition} in dir "
+                                    f"{self.log_dir}: {exc}") from exc
+        self.rt.trace("log_deleted", topic=topic, partition=partition, dir=deleted)
+        self._schedule_dir_deletion(deleted)
+        return log
+
+    def _schedule_dir_deletion(self, path: str) -> None:
+        """The kafka-delete-logs job: remove a `-delete` dir after file.delete.delay.ms."""
+        async def delete() -> None:
+            for name in self.fs.listdir(path):
+                self.fs.unlink(f"{path}/{name}")
+            self.fs.rmdir(path)
+        self.scheduler.schedule_once("kafka-delete-logs", self.default_config.file_delete_delay_ms, delete)
 
     # ---------------------------------------------------------------- failure
     def _on_log_failure(self, log: Log, exc: BaseException) -> None:
@@ -357,3 +398,10 @@ class LogManager:
         if self.load_completed and not self.offline and not any(log.offline for _, log in logs):
             await CleanShutdownFile(self.fs, self.log_dir).write(broker_epoch)
         self.rt.trace("log_manager_shutdown", log_dir=self.log_dir, logs=len(logs))
+
+
+def log_delete_dir_name(topic: str, partition: int, unique_id: str) -> str:
+    """UnifiedLog.logDeleteDirName: `<topic>-<partition>.<uuid>-delete`, the topic cut so the
+    name fits in 255 characters."""
+    suffix = f"-{partition}.{unique_id}{DELETE_DIR_SUFFIX}"
+    return topic[:max(0, 255 - len(suffix))] + suffix

@@ -8,7 +8,6 @@ import struct
 from typing import Any, Awaitable, Callable, Optional
 
 from kafkasim.broker import producer_id_manager as PIM
-from kafkasim.broker import producer_state as PS
 from kafkasim.broker.config import BrokerConfig
 from kafkasim.broker.server import KafkaServer
 from kafkasim.protocol import api as A
@@ -22,6 +21,7 @@ from kafkasim.protocol.messages.produce import ProduceRequest
 from kafkasim.records.batch import Record, build_batch
 from kafkasim.runtime.api import NodeRuntime, Stream
 from kafkasim.runtime.sim.world import SimWorld
+from kafkasim.storage import producer_state as PS
 
 BROKER = "broker-0"
 
@@ -242,11 +242,11 @@ def test_producer_state_survives_a_crash_via_snapshot_and_log_replay() -> None:
             offsets.append(await w.produce("t", pid, epoch, seq, n=2, tag="x" * 200))
             seq += 2
         part = servers["broker"].replica_manager.get_partition("t", 0)
-        snapshots_before = part.producer_state.snapshot_offsets()
+        snapshots_before = part.log.producer_state_manager.snapshot_offsets()
         leo = part.log_end_offset
         w = await _restart_broker(world, rt, servers)
         part = servers["broker"].replica_manager.get_partition("t", 0)
-        loaded_from = part.producer_state.loaded_snapshot_offset
+        loaded_from = part.log.producer_state_manager.loaded_snapshot_offset
         dup_last = await w.produce("t", pid, epoch, seq - 2, n=2, tag="x" * 200)
         gap = await w.produce("t", pid, epoch, seq + 3)
         nxt = await w.produce("t", pid, epoch, seq)
@@ -271,15 +271,15 @@ def test_a_corrupt_latest_snapshot_falls_back_to_an_older_one_and_the_log() -> N
             await w.produce("t", pid, epoch, seq, n=2, tag="y" * 200)
             seq += 2
         part = servers["broker"].replica_manager.get_partition("t", 0)
-        snaps = part.producer_state.snapshot_offsets()
+        snaps = part.log.producer_state_manager.snapshot_offsets()
         fs = servers["broker"].rt.fs
         f = fs.open(f"logs/t-0/{PS.snapshot_name(snaps[-1])}", create=False)
         f.pwrite(20, b"\xff\xff")  # flip bytes under the CRC
         f.close()
         w = await _restart_broker(world, rt, servers)
         part = servers["broker"].replica_manager.get_partition("t", 0)
-        return snaps, part.producer_state.loaded_snapshot_offset, await w.produce("t", pid, epoch, seq - 2, n=2,
-                                                                                 tag="y" * 200), \
+        loaded_from = part.log.producer_state_manager.loaded_snapshot_offset
+        return snaps, loaded_from, await w.produce("t", pid, epoch, seq - 2, n=2, tag="y" * 200), \
             await w.produce("t", pid, epoch, seq)
 
     snaps, loaded_from, dup, nxt = _run(body, log_segment_bytes=1500)

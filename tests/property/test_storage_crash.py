@@ -19,6 +19,7 @@ from kafkasim.records.batch import Record, build_batch, iter_batches
 from kafkasim.runtime.sim.filesystem import CRASH_MODES
 from kafkasim.runtime.sim.world import SimWorld
 from kafkasim.storage.log import Log, LogConfig
+from kafkasim.storage.log_manager import LogManager, LogManagerConfig
 from kafkasim.storage.verify import check_log
 
 DIR = "logs/t-0"
@@ -208,5 +209,54 @@ def test_clean_shutdown_then_power_loss_skips_recovery_safely(seed: int, ops: li
         log = await Log.load(rt, DIR, cfg, recovery_point=model.durable_end, had_clean_shutdown=True)
         assert log.log_end_offset == model.end
         _check(log, model)
+
+    _run(world, after())
+
+
+# ---------------------------------------------------------------- deleting a log (LogManager.async_delete)
+DELETE_DELAY_MS = 5
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(seed=st.integers(0, 2**32), ops=st.lists(op, min_size=1, max_size=20),
+       mode=st.sampled_from((None,) + CRASH_MODES), crash_after_ms=st.floats(0, DELETE_DELAY_MS + 3),
+       segment_bytes=st.sampled_from([300, 700, 1 << 20]))
+def test_power_loss_during_a_delete_leaves_the_whole_log_or_nothing(
+        seed: int, ops: list[tuple[Any, ...]], mode: str | None, crash_after_ms: float, segment_bytes: int) -> None:
+    """A power loss at any point of deleting a log (the rename of its dir, its fsync, the removal
+    of the files file.delete.delay.ms later) in any crash mode: after a restart the log is either
+    all there (everything it had fsynced, from its first offset) or gone, never a half log —
+    and a `-delete` dir left behind is removed, never loaded."""
+    world = SimWorld(seed)
+    node = world.add_node("b")
+    node.disk.crash_modes = None if mode is None else (mode,)
+    cfg = LogConfig(segment_bytes=segment_bytes, index_interval_bytes=100, segment_index_bytes=4096,
+                    retention_ms=50_000, file_delete_delay_ms=DELETE_DELAY_MS)
+    jobs_off = LogManagerConfig(initial_task_delay_ms=10**9, cleaner_enable=False)
+    model = Model()
+
+    async def before() -> None:
+        manager = LogManager(node.runtime, "logs", cfg, jobs_off)
+        await manager.startup()
+        log = await manager.get_or_create_log("t", 0)
+        await _apply(log, ops, model, [0])
+        node.runtime.spawn(manager.async_delete("t", 0), name="delete")
+        await world.nodes["driver"].runtime.sleep(crash_after_ms)
+        node.crash("power")
+
+    _run(world, before())
+    rt = node.restart()
+
+    async def after() -> None:
+        manager = LogManager(rt, "logs", cfg, jobs_off)
+        await manager.startup()
+        assert [tp for tp in manager.logs] in ([], [("t", 0)])
+        log = manager.get_log("t", 0)
+        if log is not None:
+            _check(log, model)
+            assert log.log_start_offset <= model.start, "the log lost its first segments"
+            return
+        await rt.sleep(DELETE_DELAY_MS + 1)
+        assert [n for n in rt.fs.listdir("logs") if n.startswith("t-0")] == []
 
     _run(world, after())

@@ -55,6 +55,23 @@ def test_rename_replaces_unlink_and_missing_files(world: World) -> None:
     assert world.run(main) == [False, b"new", False]
 
 
+def test_rename_moves_a_directory_with_its_files(world: World) -> None:
+    """A log dir renamed to its `-delete` name (LogManager.async_delete) takes its files along."""
+    async def main(ctx: Ctx) -> list[Any]:
+        fs = ctx.rt.fs
+        fs.mkdir("d/t-0")
+        f = fs.open("d/t-0/a.log")
+        f.append(b"abc")
+        f.close()
+        fs.rename("d/t-0", "d/t-0.x-delete")
+        await fs.fsync_dir("d")
+        out: list[Any] = [fs.listdir("d"), fs.listdir("d/t-0.x-delete"), fs.exists("d/t-0/a.log")]
+        out.append(fs.open("d/t-0.x-delete/a.log", create=False).read(0, 3))
+        return out
+
+    assert world.run(main) == [["t-0.x-delete"], ["a.log"], False, b"abc"]
+
+
 def test_mkdir_parents_listdir_sorted_rmdir(world: World) -> None:
     async def main(ctx: Ctx) -> list[Any]:
         fs = ctx.rt.fs

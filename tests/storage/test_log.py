@@ -11,7 +11,8 @@ from storage_helpers import append, batches_of, read_all, run_real
 
 from kafkasim.records.batch import iter_batches
 from kafkasim.runtime.api import NodeRuntime
-from kafkasim.storage.log import Log, LogConfig, OffsetOutOfRangeError, index_problem, segment_name
+from kafkasim.storage.log import Log, LogConfig, OffsetOutOfRangeError, index_problem
+from kafkasim.storage.segment import log_file_name
 
 SMALL = LogConfig(segment_bytes=1000, index_interval_bytes=150, segment_index_bytes=4096)
 
@@ -36,7 +37,7 @@ def test_append_read_and_layout(tmp_path: Path) -> None:
     names = sorted(p.name for p in (tmp_path / "t-0").iterdir())
     assert names == ["00000000000000000000.index", "00000000000000000000.log", "00000000000000000000.timeindex",
                      "leader-epoch-checkpoint"]
-    assert segment_name(0) == "00000000000000000000.log"
+    assert log_file_name(0) == "00000000000000000000.log"
     assert (tmp_path / "t-0" / "leader-epoch-checkpoint").read_bytes() == b"0\n1\n3 0\n"
 
 

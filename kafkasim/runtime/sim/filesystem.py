@@ -7,6 +7,8 @@ preallocating a 10 MiB index costs nothing.
 
 Directory entries are a journal: every create / unlink / rename / mkdir / rmdir is durable only
 once its parent directory is fsynced (`fsync_dir`); until then it sits in `SimDisk.journal`.
+Renaming a directory moves everything under it in one entry (atomic, as rename(2) is); making it
+durable commits the pending entries inside the directory first (they are in its inode).
 
 Power loss (`SimDisk.crash`) resolves each file with pending operations by one seeded choice:
 
@@ -73,6 +75,17 @@ def _norm(path: str) -> str:
 
 def _parent(path: str) -> str:
     return path.rsplit("/", 1)[0] if "/" in path else ""
+
+
+def _under(path: str, d: str) -> bool:
+    return path.startswith(d + "/")
+
+
+def _moved(path: str, src: str, dst: str) -> str:
+    """`path` after renaming the directory `src` to `dst`."""
+    if path == src:
+        return dst
+    return dst + path[len(src):] if _under(path, src) else path
 
 
 def apply_ops(buf: bytearray, size: int, ops: Iterable[Op]) -> int:
@@ -296,8 +309,13 @@ class SimDisk:
     def make_entries_durable(self, d: str) -> None:
         keep: list[EntryOp] = []
         for op in self.journal:
-            kind, path, _f, src = op
+            kind, path, f, src = op
             if _parent(path) == d or (kind == "rename" and _parent(src) == d):
+                if kind == "rename" and f is None:  # a directory: its own pending entries first
+                    inside = [e for e in keep if _under(e[1], src) or _under(e[3], src)]
+                    for e in inside:
+                        self._apply_entry(e)
+                    keep = [e for e in keep if not any(e is i for i in inside)]
                 self._apply_entry(op)
             else:
                 keep.append(op)
@@ -313,6 +331,10 @@ class SimDisk:
             if self.durable_files.get(src) is f:
                 del self.durable_files[src]
             self.durable_files[path] = f
+        elif kind == "rename":  # a directory and everything under it
+            if src in self.durable_dirs:
+                self.durable_dirs = {_moved(p, src, path) for p in self.durable_dirs}
+                self.durable_files = {_moved(p, src, path): g for p, g in self.durable_files.items()}
         elif kind == "mkdir":
             self.durable_dirs.add(path)
         elif kind == "rmdir":
@@ -568,6 +590,9 @@ class SimFileSystem(FileSystem):
     def rename(self, src: str, dst: str) -> None:
         self._check()
         s, d = _norm(src), _norm(dst)
+        if s in self.disk.dirs and s:
+            self._rename_dir(s, d)
+            return
         if s not in self.disk.files:
             raise FileNotFoundError(2, "No such file", src)
         if _parent(d) not in self.disk.dirs:
@@ -575,6 +600,15 @@ class SimFileSystem(FileSystem):
         f = self.disk.files.pop(s)
         self.disk.files[d] = f
         self.disk.log_entry("rename", d, f, s)
+
+    def _rename_dir(self, s: str, d: str) -> None:
+        if d in self.disk.dirs or d in self.disk.files:
+            raise FileExistsError(17, "File exists", d)
+        if _parent(d) not in self.disk.dirs:
+            raise FileNotFoundError(2, "No such directory", _parent(d))
+        self.disk.dirs = {_moved(p, s, d) for p in self.disk.dirs}
+        self.disk.files = {_moved(p, s, d): f for p, f in self.disk.files.items()}
+        self.disk.log_entry("rename", d, None, s)
 
     def unlink(self, path: str) -> None:
         self._check()

@@ -63,10 +63,10 @@ from typing import TYPE_CHECKING
 from kafkasim.protocol import errors as E
 from kafkasim.records.batch import NO_PRODUCER_EPOCH, NO_SEQUENCE, BatchHeader, iter_batches
 from kafkasim.records.crc import crc32c
-from kafkasim.storage.log import AppendInfo
+from kafkasim.storage.append_info import AppendInfo
+from kafkasim.storage.segment import DELETED_SUFFIX
 
 if TYPE_CHECKING:
-    from kafkasim.runtime.api import FileSystem
     from kafkasim.storage.log import Log
 
 NUM_BATCHES_TO_RETAIN = 5
@@ -250,21 +250,20 @@ def decode_snapshot(data: bytes) -> list[ProducerStateEntry]:
 
 # ---------------------------------------------------------------- the manager
 class ProducerStateManager:
-    def __init__(self, fs: FileSystem, dir_path: str, partition: str) -> None:
-        self.fs, self.dir, self.partition = fs, dir_path, partition
+    def __init__(self, log: Log) -> None:
+        self.fs, self.dir, self.partition = log.fs, log.dir, f"{log.topic}-{log.partition}"
         self.producers: dict[int, ProducerStateEntry] = {}
         self.last_map_offset = 0      # state covers every batch below this offset
         self.last_snap_offset = 0
         self.loaded_snapshot_offset: int | None = None  # which snapshot load() started from
-        self._log: Log | None = None
+        self._log = log
         self._pending: dict[int, ProducerAppendInfo] = {}
         self._segment_base = 0
 
     # ------------------------------------------------------------ load
     @classmethod
-    def load(cls, log: Log, partition: str) -> ProducerStateManager:
-        psm = cls(log.fs, log.dir, partition)
-        psm._log = log
+    def load(cls, log: Log) -> ProducerStateManager:
+        psm = cls(log)
         psm._segment_base = psm._active_segment_base()
         psm._truncate_and_reload(log.log_start_offset, log.log_end_offset)
         psm._replay(max(psm.last_map_offset, log.log_start_offset), log.log_end_offset)
@@ -299,7 +298,6 @@ class ProducerStateManager:
 
     def _replay(self, start: int, end: int) -> None:
         """Rebuild from the log's batches in [start, end) — no checks (AppendOrigin.REPLICATION)."""
-        assert self._log is not None
         offset = start
         while offset < end:
             data = self._log.read(offset, _REPLAY_CHUNK_BYTES)
@@ -368,8 +366,8 @@ class ProducerStateManager:
                 self.take_snapshot()
 
     def _active_segment_base(self) -> int:
-        segments = getattr(self._log, "segments", None)
-        return int(segments[-1].base_offset) if segments else 0
+        segments = self._log.segments
+        return segments[-1].base_offset if segments else 0
 
     def _entry(self, producer_id: int) -> ProducerStateEntry:
         return self.producers.get(producer_id) or ProducerStateEntry(producer_id)
@@ -404,8 +402,24 @@ class ProducerStateManager:
                 self._delete_snapshot(off)
 
     def _oldest_segment_base(self) -> int:
-        segments = getattr(self._log, "segments", None)
-        return int(segments[0].base_offset) if segments else 0
+        segments = self._log.segments
+        return segments[0].base_offset if segments else 0
+
+    def remove_and_mark_snapshot_for_deletion(self, offset: int) -> str | None:
+        """ProducerStateManager.removeAndMarkSnapshotForDeletion: the snapshot of a segment
+        retention deletes is renamed `.deleted` (removed with the segment's files, or by the next
+        load); returns its new path, None when there is none."""
+        path = f"{self.dir}/{snapshot_name(offset)}"
+        if not self.fs.exists(path):
+            return None
+        self.fs.rename(path, path + DELETED_SUFFIX)
+        return path + DELETED_SUFFIX
+
+    def on_log_start_offset_incremented(self, log_start_offset: int) -> None:
+        """ProducerStateManager.onLogStartOffsetIncremented (no transactions to drop here)."""
+        self.last_map_offset = max(self.last_map_offset, log_start_offset)
+        offsets = self.snapshot_offsets()
+        self.last_snap_offset = offsets[-1] if offsets else log_start_offset
 
     def _read_file(self, name: str) -> bytes:
         f = self.fs.open(f"{self.dir}/{name}", create=False)

@@ -1,0 +1,15 @@
+"""AppendInfo: what an append did (Kafka's LogAppendInfo, the fields used here) — its own module
+so that both the log and its producer state can name it."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass
+class AppendInfo:
+    first_offset: int
+    last_offset: int
+    record_count: int
+    max_timestamp: int
+    shallow_offset_of_max_timestamp: int = -1
