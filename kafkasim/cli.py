@@ -100,9 +100,17 @@ def _cmd_shrink(args: argparse.Namespace) -> int:
 
 
 def _cmd_serve(args: argparse.Namespace) -> int:
+    from kafkasim.broker.config import BrokerConfig
+    from kafkasim.config import UnknownConfigError
+    from kafkasim.config.types import ConfigValueError
     from kafkasim.runtime.real.serve import serve
 
     configs = dict(kv.split("=", 1) for kv in args.config)
+    try:
+        BrokerConfig.from_properties(configs)  # names and values checked before anything starts
+    except (UnknownConfigError, ConfigValueError) as exc:
+        print(f"kafkasim serve: --config: {exc}", file=sys.stderr)
+        return 2
     return serve(args.port, args.log_dir, args.zookeeper, args.broker_id, args.host, args.trace, configs)
 
 

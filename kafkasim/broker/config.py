@@ -1,130 +1,215 @@
-"""Broker configuration, named as Kafka names it (server.properties keys in comments)."""
+"""Broker configuration (Kafka's KafkaConfig): one typed attribute per broker config of the table
+in kafkasim.config, named as the config with '_' for '.', plus the typed views the broker's parts
+run by (LogConfig defaults, LogManagerConfig, ReplicationConfig, the controller's and the group
+coordinator's configs)."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field, fields
-from typing import Any
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any, TypeVar
 
+from kafkasim.config import BROKER, TOPIC_CONFIGS, ConfigKey, build, check_names, config_fields, setting
+from kafkasim.config.fields import NAMES
 from kafkasim.storage.log import LogConfig
 from kafkasim.storage.log_manager import LogManagerConfig
 
-# Broker key -> LogConfig field, for the keys KafkaConfig maps one to one onto a topic config
-# (log.segment.bytes, log.flush.interval.messages and message.max.bytes are BrokerConfig fields).
-_LOG_KEYS = {
-    "log.index.size.max.bytes": "segment_index_bytes",
-    "log.index.interval.bytes": "index_interval_bytes",
-    "log.flush.interval.ms": "flush_ms",
-    "log.retention.bytes": "retention_bytes",
-    "log.cleanup.policy": "cleanup_policy",
-    "log.cleaner.delete.retention.ms": "delete_retention_ms",
-    "log.cleaner.min.compaction.lag.ms": "min_compaction_lag_ms",
-    "log.cleaner.max.compaction.lag.ms": "max_compaction_lag_ms",
-    "log.cleaner.min.cleanable.ratio": "min_cleanable_dirty_ratio",
-    "log.segment.delete.delay.ms": "file_delete_delay_ms",
-    "log.preallocate": "preallocate",
-}
-# Durations Kafka accepts in several units; the finest unit given wins (KafkaConfig.logRetentionTimeMillis,
-# logRollTimeMillis, logRollTimeJitterMillis): field -> [(key, ms per unit), ...] finest first.
-_LOG_DURATIONS = {
-    "retention_ms": [("log.retention.ms", 1), ("log.retention.minutes", 60000), ("log.retention.hours", 3600000)],
-    "segment_ms": [("log.roll.ms", 1), ("log.roll.hours", 3600000)],
-    "segment_jitter_ms": [("log.roll.jitter.ms", 1), ("log.roll.jitter.hours", 3600000)],
-}
+T = TypeVar("T")
+# Not Kafka configs: where kafkasim listens (Kafka's listeners, split), accepted by from_properties.
+LISTENER_KEYS = ("host", "port")
+# Kafka's default is 3, which a single broker cannot satisfy (creation of the internal topic
+# fails until the cluster is that big); 1 is what Kafka's shipped server.properties sets.
+OFFSETS_TOPIC_REPLICATION_FACTOR = 1
+
+
+@dataclass
+class ControllerConfig:
+    """The controller's (ZooKeeper mode) and controlled shutdown's configs."""
+
+    controller_socket_timeout_ms: int = setting("controller.socket.timeout.ms")
+    controlled_shutdown_enable: bool = setting("controlled.shutdown.enable")
+    controlled_shutdown_max_retries: int = setting("controlled.shutdown.max.retries")
+    controlled_shutdown_retry_backoff_ms: int = setting("controlled.shutdown.retry.backoff.ms")
+    auto_leader_rebalance_enable: bool = setting("auto.leader.rebalance.enable")
+    leader_imbalance_per_broker_percentage: int = setting("leader.imbalance.per.broker.percentage")
+    leader_imbalance_check_interval_seconds: int = setting("leader.imbalance.check.interval.seconds")
+    unclean_leader_election_enable: bool = setting("unclean.leader.election.enable")
+    delete_topic_enable: bool = setting("delete.topic.enable")
+
+
+@dataclass
+class GroupCoordinatorConfig:
+    """Kafka's GroupCoordinatorConfig (classic protocol) and OffsetConfig."""
+
+    group_initial_rebalance_delay_ms: int = setting("group.initial.rebalance.delay.ms")
+    group_min_session_timeout_ms: int = setting("group.min.session.timeout.ms")
+    group_max_session_timeout_ms: int = setting("group.max.session.timeout.ms")
+    group_max_size: int = setting("group.max.size")
+    offsets_topic_num_partitions: int = setting("offsets.topic.num.partitions")
+    offsets_topic_replication_factor: int = setting("offsets.topic.replication.factor",
+                                                    default=OFFSETS_TOPIC_REPLICATION_FACTOR)
+    offsets_topic_segment_bytes: int = setting("offsets.topic.segment.bytes")
+    offsets_retention_minutes: int = setting("offsets.retention.minutes")
+    offsets_retention_check_interval_ms: int = setting("offsets.retention.check.interval.ms")
+    offsets_load_buffer_size: int = setting("offsets.load.buffer.size")
+    offsets_commit_timeout_ms: int = setting("offsets.commit.timeout.ms")
+    offset_metadata_max_bytes: int = setting("offset.metadata.max.bytes")
 
 
 @dataclass
 class BrokerConfig:
-    broker_id: int = 0                         # broker.id
-    host: str = "127.0.0.1"                    # the host part of listeners / advertised.listeners
-    port: int = 9092                           # the port part of listeners (0 = any free port)
-    log_dir: str = "kafka-logs"                # log.dirs (one directory)
-    rack: str | None = None                    # broker.rack
-    num_partitions: int = 1                    # num.partitions
-    default_replication_factor: int = 1        # default.replication.factor
-    auto_create_topics_enable: bool = True     # auto.create.topics.enable
-    socket_request_max_bytes: int = 104857600  # socket.request.max.bytes
-    connections_max_idle_ms: int = 600000      # connections.max.idle.ms
-    message_max_bytes: int = 1048588           # message.max.bytes
-    log_segment_bytes: int = 1 << 30           # log.segment.bytes
-    log_flush_interval_messages: int = 2**63 - 1  # log.flush.interval.messages
-    zookeeper_session_timeout_ms: int = 18000  # zookeeper.session.timeout.ms
-    fetch_max_bytes: int = 57671680            # fetch.max.bytes
-    # Group coordinator (Kafka's GroupCoordinatorConfig, classic protocol).
-    group_initial_rebalance_delay_ms: int = 3000   # group.initial.rebalance.delay.ms
-    group_min_session_timeout_ms: int = 6000       # group.min.session.timeout.ms
-    group_max_session_timeout_ms: int = 1800000    # group.max.session.timeout.ms
-    group_max_size: int = 2**31 - 1                # group.max.size
-    offsets_topic_num_partitions: int = 50         # offsets.topic.num.partitions
-    # Kafka's default is 3, which a single broker cannot satisfy (creation of the internal topic
-    # fails until the cluster is that big); 1 is what Kafka's shipped server.properties sets.
-    offsets_topic_replication_factor: int = 1      # offsets.topic.replication.factor
-    offsets_topic_segment_bytes: int = 104857600   # offsets.topic.segment.bytes
-    offsets_retention_minutes: int = 10080         # offsets.retention.minutes (7 days)
-    offsets_retention_check_interval_ms: int = 600000  # offsets.retention.check.interval.ms
-    offsets_load_buffer_size: int = 5242880        # offsets.load.buffer.size
-    offsets_commit_timeout_ms: int = 5000          # offsets.commit.timeout.ms
-    offset_metadata_max_bytes: int = 4096          # offset.metadata.max.bytes
-    extra: dict[str, Any] = field(default_factory=dict)
+    host: str = "127.0.0.1"   # the host part of listeners / advertised.listeners (not a Kafka config)
+    port: int = 9092          # the port part of listeners, 0 = any free port (not a Kafka config)
+    # kafkasim's defaults where they differ from Kafka's: broker 0 (Kafka's -1 asks ZooKeeper for
+    # an id), one log dir (log.dirs, else log.dir), listeners from host and port.
+    broker_id: int = setting("broker.id", default=0)
+    log_dir: str = setting("log.dirs", "log.dir", default="kafka-logs")
+    listeners: str | None = setting("listeners", default=None)
+    advertised_listeners: str | None = setting("advertised.listeners")
+    rack: str | None = setting("broker.rack")
+    num_partitions: int = setting("num.partitions")
+    default_replication_factor: int = setting("default.replication.factor")
+    auto_create_topics_enable: bool = setting("auto.create.topics.enable")
+    delete_topic_enable: bool = setting("delete.topic.enable")
+    socket_request_max_bytes: int = setting("socket.request.max.bytes")
+    connections_max_idle_ms: int = setting("connections.max.idle.ms")
+    zookeeper_session_timeout_ms: int = setting("zookeeper.session.timeout.ms")
+    fetch_max_bytes: int = setting("fetch.max.bytes")
+    message_max_bytes: int = setting("message.max.bytes")
+    # Group coordinator (GroupCoordinatorConfig)
+    group_initial_rebalance_delay_ms: int = setting("group.initial.rebalance.delay.ms")
+    group_min_session_timeout_ms: int = setting("group.min.session.timeout.ms")
+    group_max_session_timeout_ms: int = setting("group.max.session.timeout.ms")
+    group_max_size: int = setting("group.max.size")
+    offsets_topic_num_partitions: int = setting("offsets.topic.num.partitions")
+    offsets_topic_replication_factor: int = setting("offsets.topic.replication.factor",
+                                                    default=OFFSETS_TOPIC_REPLICATION_FACTOR)
+    offsets_topic_segment_bytes: int = setting("offsets.topic.segment.bytes")
+    offsets_retention_minutes: int = setting("offsets.retention.minutes")
+    offsets_retention_check_interval_ms: int = setting("offsets.retention.check.interval.ms")
+    offsets_load_buffer_size: int = setting("offsets.load.buffer.size")
+    offsets_commit_timeout_ms: int = setting("offsets.commit.timeout.ms")
+    offset_metadata_max_bytes: int = setting("offset.metadata.max.bytes")
+    # Topic config defaults (the broker synonyms of LogConfig's fields)
+    min_insync_replicas: int = setting("min.insync.replicas")
+    unclean_leader_election_enable: bool = setting("unclean.leader.election.enable")
+    compression_type: str = setting("compression.type")
+    compression_gzip_level: int = setting("compression.gzip.level")
+    compression_lz4_level: int = setting("compression.lz4.level")
+    compression_zstd_level: int = setting("compression.zstd.level")
+    log_segment_bytes: int = setting("log.segment.bytes")
+    log_roll_ms: int | None = setting("log.roll.ms")
+    log_roll_hours: int = setting("log.roll.hours")
+    log_roll_jitter_ms: int | None = setting("log.roll.jitter.ms")
+    log_roll_jitter_hours: int = setting("log.roll.jitter.hours")
+    log_retention_ms: int | None = setting("log.retention.ms")
+    log_retention_minutes: int | None = setting("log.retention.minutes")
+    log_retention_hours: int = setting("log.retention.hours")
+    log_retention_bytes: int = setting("log.retention.bytes")
+    log_local_retention_ms: int = setting("log.local.retention.ms")
+    log_local_retention_bytes: int = setting("log.local.retention.bytes")
+    log_cleanup_policy: str = setting("log.cleanup.policy")
+    log_flush_interval_messages: int = setting("log.flush.interval.messages")
+    log_flush_interval_ms: int | None = setting("log.flush.interval.ms")
+    log_message_timestamp_type: str = setting("log.message.timestamp.type")
+    log_message_timestamp_difference_max_ms: int = setting("log.message.timestamp.difference.max.ms")
+    log_message_timestamp_before_max_ms: int = setting("log.message.timestamp.before.max.ms")
+    log_message_timestamp_after_max_ms: int = setting("log.message.timestamp.after.max.ms")
+    log_message_downconversion_enable: bool = setting("log.message.downconversion.enable")
+    log_message_format_version: str = setting("log.message.format.version")
+    log_index_size_max_bytes: int = setting("log.index.size.max.bytes")
+    log_index_interval_bytes: int = setting("log.index.interval.bytes")
+    log_preallocate: bool = setting("log.preallocate")
+    log_segment_delete_delay_ms: int = setting("log.segment.delete.delay.ms")
+    log_cleaner_delete_retention_ms: int = setting("log.cleaner.delete.retention.ms")
+    log_cleaner_min_compaction_lag_ms: int = setting("log.cleaner.min.compaction.lag.ms")
+    log_cleaner_max_compaction_lag_ms: int = setting("log.cleaner.max.compaction.lag.ms")
+    log_cleaner_min_cleanable_ratio: float = setting("log.cleaner.min.cleanable.ratio")
+    # LogManager (LogManagerConfig)
+    log_retention_check_interval_ms: int = setting("log.retention.check.interval.ms")
+    log_flush_scheduler_interval_ms: int = setting("log.flush.scheduler.interval.ms")
+    log_flush_offset_checkpoint_interval_ms: int = setting("log.flush.offset.checkpoint.interval.ms")
+    log_flush_start_offset_checkpoint_interval_ms: int = setting("log.flush.start.offset.checkpoint.interval.ms")
+    log_initial_task_delay_ms: int = setting("log.initial.task.delay.ms")
+    log_cleaner_enable: bool = setting("log.cleaner.enable")
+    log_cleaner_backoff_ms: int = setting("log.cleaner.backoff.ms")
+    log_cleaner_dedupe_buffer_size: int = setting("log.cleaner.dedupe.buffer.size")
+    # Replication (ReplicationConfig)
+    replica_lag_time_max_ms: int = setting("replica.lag.time.max.ms")
+    replica_fetch_wait_max_ms: int = setting("replica.fetch.wait.max.ms")
+    replica_fetch_min_bytes: int = setting("replica.fetch.min.bytes")
+    replica_fetch_max_bytes: int = setting("replica.fetch.max.bytes")
+    replica_fetch_response_max_bytes: int = setting("replica.fetch.response.max.bytes")
+    replica_fetch_backoff_ms: int = setting("replica.fetch.backoff.ms")
+    replica_socket_timeout_ms: int = setting("replica.socket.timeout.ms")
+    replica_high_watermark_checkpoint_interval_ms: int = setting("replica.high.watermark.checkpoint.interval.ms")
+    request_timeout_ms: int = setting("request.timeout.ms")
+    inter_broker_protocol_version: str = setting("inter.broker.protocol.version")
+    # Controller and controlled shutdown (ControllerConfig)
+    controller_socket_timeout_ms: int = setting("controller.socket.timeout.ms")
+    controlled_shutdown_enable: bool = setting("controlled.shutdown.enable")
+    controlled_shutdown_max_retries: int = setting("controlled.shutdown.max.retries")
+    controlled_shutdown_retry_backoff_ms: int = setting("controlled.shutdown.retry.backoff.ms")
+    auto_leader_rebalance_enable: bool = setting("auto.leader.rebalance.enable")
+    leader_imbalance_per_broker_percentage: int = setting("leader.imbalance.per.broker.percentage")
+    leader_imbalance_check_interval_seconds: int = setting("leader.imbalance.check.interval.seconds")
+    # The config names server.properties set (from_properties): DescribeConfigs' static layer.
+    properties: frozenset[str] = field(default=frozenset(), repr=False)
+
+    def value(self, name: str) -> Any:
+        """The typed value of broker config `name` (KeyError: not one this config holds)."""
+        return getattr(self, _FIELD_OF[name])
+
+    def holds(self, name: str) -> bool:
+        return name in _FIELD_OF
+
+    def view(self, cls: type[T]) -> T:
+        """A typed config of the broker's parts (ReplicationConfig, LogManagerConfig, ...) with
+        this broker's values."""
+        return cls(**{f.name: self.value(f.metadata[NAMES][0]) for f in config_fields(cls)})
 
     def log_config(self) -> LogConfig:
         """The broker-wide defaults of every log (Kafka's LogConfig built from KafkaConfig's
         log.* keys); topic configs override them per topic."""
-        cfg = LogConfig(segment_bytes=self.log_segment_bytes, flush_messages=self.log_flush_interval_messages,
-                        max_message_bytes=self.message_max_bytes)
-        for field_name, value in _broker_log_defaults(self.extra).items():
-            setattr(cfg, field_name, _as_type(value, type(getattr(cfg, field_name))))
-        return cfg
+        values = {k.name: v for k in TOPIC_CONFIGS if (v := self._topic_default(k)) is not None}
+        return build(LogConfig, values)
+
+    def _topic_default(self, key: ConfigKey) -> Any:
+        """The first broker synonym with a value, in the topic's unit (KafkaConfig's
+        logRetentionTimeMillis and logRollTimeMillis: the finest unit given wins)."""
+        for name, factor in key.synonyms:
+            value = self.value(name)
+            if value is None:
+                continue
+            if factor != 1:
+                value = value * factor
+            # KafkaConfig.logRetentionTimeMillis: any negative retention means unlimited (-1).
+            return -1 if key.name == "retention.ms" and value < 0 else value
+        return None
 
     def log_manager_config(self) -> LogManagerConfig:
         """log.retention.check.interval.ms, log.cleaner.enable, ... for the LogManager."""
-        return LogManagerConfig.from_properties(self.extra)
+        return self.view(LogManagerConfig)
+
+    def controller_config(self) -> ControllerConfig:
+        return self.view(ControllerConfig)
+
+    def group_coordinator_config(self) -> GroupCoordinatorConfig:
+        return self.view(GroupCoordinatorConfig)
 
     @classmethod
-    def from_properties(cls, props: dict[str, Any]) -> BrokerConfig:
-        """Build from Kafka-style keys (`broker.id`, `log.segment.bytes`, ...); unknown keys are
-        kept in `extra` so a scenario can carry configs later features read."""
-        known = {f.name for f in fields(cls)}
-        kwargs: dict[str, Any] = {}
-        extra: dict[str, Any] = {}
-        for key, value in props.items():
-            name = key.replace(".", "_")
-            if name == "log_dirs":
-                name = "log_dir"
-            (kwargs if name in known and name != "extra" else extra)[name if name in known else key] = value
-        # Values from the command line (`--config KEY=VALUE`) arrive as strings: convert them to
-        # the field's type, as Kafka's ConfigDef parses server.properties.
-        types = {f.name: f.type for f in fields(cls)}
-        for name, value in kwargs.items():
-            if isinstance(value, str):
-                kwargs[name] = _parse_value(value, str(types[name]))
-        return cls(**kwargs, extra=extra)
+    def from_properties(cls, props: Mapping[str, Any]) -> BrokerConfig:
+        """Build from Kafka's names (`broker.id`, `log.segment.bytes`, ...; values typed as
+        Kafka's ConfigDef parses server.properties) and `host`/`port`. An unknown name is an
+        UnknownConfigError naming it; a bad value a ConfigValueError."""
+        check_names(BROKER, props, LISTENER_KEYS)
+        listener: dict[str, Any] = {}
+        if "host" in props:
+            listener["host"] = str(props["host"])
+        if "port" in props:
+            listener["port"] = int(props["port"])
+        return build(cls, props, properties=frozenset(props), **listener)
 
 
-def _broker_log_defaults(extra: dict[str, Any]) -> dict[str, Any]:
-    out = {name: extra[key] for key, name in _LOG_KEYS.items() if key in extra}
-    for name, units in _LOG_DURATIONS.items():
-        for key, scale in units:
-            if key in extra:
-                value = int(extra[key]) * scale
-                # KafkaConfig.logRetentionTimeMillis: any negative retention means unlimited (-1).
-                out[name] = -1 if name == "retention_ms" and value < 0 else value
-                break
-    return out
-
-
-def _as_type(value: Any, kind: type) -> Any:
-    if kind is bool:
-        return value if isinstance(value, bool) else str(value).lower() == "true"
-    return kind(value)
-
-
-def _parse_value(value: str, type_name: str) -> Any:
-    if type_name == "int":
-        return int(value)
-    if type_name == "bool":
-        if value.lower() not in ("true", "false"):
-            raise ValueError(f"expected true or false, got {value!r}")
-        return value.lower() == "true"
-    if type_name.startswith("str | None") and value == "":
-        return None
-    return value
+# Broker config name -> the BrokerConfig field holding it (its own field, not a fallback's).
+_FIELD_OF = {f.metadata[NAMES][0]: f.name for f in config_fields(BrokerConfig)}

@@ -39,6 +39,7 @@ from kafkasim.broker.partition import (
 from kafkasim.broker.purgatory import DelayedOperationPurgatory, TopicPartitionOperationKey
 from kafkasim.broker.replica_fetcher import PartitionFetchState, ReplicaFetcherManager
 from kafkasim.broker.zk import zk_data as Z
+from kafkasim.config import setting
 from kafkasim.protocol import errors as E
 from kafkasim.runtime.api import FileSystem, NodeRuntime, Task
 from kafkasim.storage.log import AppendInfo, KafkaStorageError, LogConfig
@@ -54,16 +55,16 @@ NO_EPOCH = -1
 
 @dataclass
 class ReplicationConfig:
-    """Kafka's replica.* configs (defaults as Kafka 3.9)."""
+    """Kafka's replica.* configs (typed and defaulted by kafkasim.config)."""
 
-    replica_lag_time_max_ms: int = 30000                 # replica.lag.time.max.ms
-    replica_fetch_wait_max_ms: int = 500                 # replica.fetch.wait.max.ms
-    replica_fetch_min_bytes: int = 1                     # replica.fetch.min.bytes
-    replica_fetch_max_bytes: int = 1048576               # replica.fetch.max.bytes
-    replica_fetch_response_max_bytes: int = 10485760     # replica.fetch.response.max.bytes
-    replica_fetch_backoff_ms: int = 1000                 # replica.fetch.backoff.ms
-    replica_socket_timeout_ms: int = 30000               # replica.socket.timeout.ms
-    request_timeout_ms: int = 30000                      # request.timeout.ms (broker to controller)
+    replica_lag_time_max_ms: int = setting("replica.lag.time.max.ms")
+    replica_fetch_wait_max_ms: int = setting("replica.fetch.wait.max.ms")
+    replica_fetch_min_bytes: int = setting("replica.fetch.min.bytes")
+    replica_fetch_max_bytes: int = setting("replica.fetch.max.bytes")
+    replica_fetch_response_max_bytes: int = setting("replica.fetch.response.max.bytes")
+    replica_fetch_backoff_ms: int = setting("replica.fetch.backoff.ms")
+    replica_socket_timeout_ms: int = setting("replica.socket.timeout.ms")
+    request_timeout_ms: int = setting("request.timeout.ms")   # broker to controller too
 
 
 @dataclass

@@ -234,7 +234,7 @@ class KafkaServer:
 
     # ---------------------------------------------------------------- shutdown
     async def shutdown(self) -> None:
-        if self.config.extra.get("controlled.shutdown.enable", True) not in (False, "false"):
+        if self.config.controlled_shutdown_enable:
             await self._controlled_shutdown()
         self.socket_server.stop()
         # As KafkaServer.shutdown: the group coordinator stops (its expiration timers and
@@ -252,8 +252,8 @@ class KafkaServer:
         Skipped when no other broker is alive: there is nowhere to move them."""
         if not [b for b in self.metadata_cache.brokers if b != self.config.broker_id]:
             return
-        retries = int(self.config.extra.get("controlled.shutdown.max.retries", 3))
-        backoff = float(self.config.extra.get("controlled.shutdown.retry.backoff.ms", 5000))
+        retries = self.config.controlled_shutdown_max_retries
+        backoff = float(self.config.controlled_shutdown_retry_backoff_ms)
         for attempt in range(retries):
             controller = self.metadata_cache.brokers.get(self.metadata_cache.controller_id)
             if controller is not None:
@@ -290,19 +290,14 @@ class KafkaServer:
 
 
 def _replication_config(cfg: BrokerConfig) -> ReplicationConfig:
-    """replica.* from the broker's configs (server.properties names in `extra`)."""
-    out = ReplicationConfig()
-    for key, value in cfg.extra.items():
-        name = key.replace(".", "_")
-        if hasattr(out, name):
-            setattr(out, name, int(value))
-    return out
+    """replica.* from the broker's configs."""
+    return cfg.view(ReplicationConfig)
 
 
 def _ibp_before(cfg: BrokerConfig, version: tuple[int, int]) -> bool:
     """inter.broker.protocol.version (e.g. "2.6" or "2.6-IV0") older than `version`; unset is
     the latest (3.9)."""
-    raw = str(cfg.extra.get("inter.broker.protocol.version", "")).strip()
+    raw = cfg.inter_broker_protocol_version.strip()
     if not raw:
         return False
     try:

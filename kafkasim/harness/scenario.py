@@ -7,6 +7,8 @@ import tomllib
 from dataclasses import dataclass, field
 from typing import Any
 
+from kafkasim.config import BROKER, BROKER_KEYS, TOPIC, UnknownConfigError, check_names, typed
+from kafkasim.config.types import ConfigValueError
 from kafkasim.harness.faults import Fault, parse_faults
 from kafkasim.harness.nemesis import NemesisSpec, parse_nemesis
 
@@ -116,6 +118,20 @@ class _Reader:
         v = self.get(key, dict, {}, "a table")
         return _Reader(self.path, v, f"{self.prefix}.{key}" if self.prefix else key)
 
+    def configs(self, key: str, scope: str, what: str) -> dict[str, Any]:
+        """A table of Kafka configs: every name one kafkasim.config defines (an unknown one is an
+        error naming it, with the nearest known name); broker values typed as Kafka would."""
+        table: dict[str, Any] = dict(self.get(key, dict, {}, what))
+        for name, value in table.items():
+            where = f"{self.prefix}.{key}" if self.prefix else key
+            try:
+                check_names(scope, [name])
+                if scope == BROKER:
+                    typed(BROKER_KEYS[name], value)
+            except (UnknownConfigError, ConfigValueError) as exc:
+                raise ScenarioError(f"{self.path}: key '{where}': {exc}") from None
+        return table
+
     def unknown(self, allowed: set[str]) -> None:
         for key in self.table:
             if key not in allowed:
@@ -221,12 +237,12 @@ def parse_scenario(path: str, raw: dict[str, Any]) -> Scenario:
     s.racks = list(cluster.get("racks", list, [], "a list of rack names"))
     if not all(isinstance(r, str) and r for r in s.racks):
         raise cluster.fail("racks", "a list of non-empty rack names", s.racks)
-    s.broker_config = dict(cluster.get("config", dict, {}, "a table of Kafka broker configs"))
+    s.broker_config = cluster.configs("config", BROKER, "a table of Kafka broker configs")
     topics = root.get("topics", list, [], "an array of tables [[topics]]")
     for i, t in enumerate(topics):
         tr = _Reader(path, t, f"topics[{i}]")
         tr.unknown({"name", "partitions", "replication_factor", "config"})
-        config = tr.get("config", dict, {}, "a table of topic configs")
+        config = tr.configs("config", TOPIC, "a table of topic configs")
         s.topics.append(TopicSpec(tr.get("name", str, None, "a topic name") or "",
                                   tr.positive("partitions", 1), tr.positive("replication_factor", 1),
                                   {str(k): str(v).lower() if isinstance(v, bool) else str(v)

@@ -43,6 +43,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
 
+from kafkasim.config import TOPIC, setting
 from kafkasim.records.batch import PARTITION_LEADER_EPOCH_OFFSET, BatchHeader, decode_batch_records
 from kafkasim.runtime.api import NodeRuntime
 from kafkasim.storage.append_info import AppendInfo as AppendInfo  # re-exported: callers import it from here
@@ -73,26 +74,48 @@ SEGMENT_SUFFIXES = (LOG_SUFFIX, INDEX_SUFFIX, TIME_INDEX_SUFFIX)
 
 @dataclass
 class LogConfig:
-    """A log's topic configs (Kafka's LogConfig; topic name / broker default name). Field names
-    are the topic config names with '_' for '.', which is how topic overrides find them."""
+    """A log's topic configs (Kafka's LogConfig): one field per topic config, named as it with '_'
+    for '.' (which is how topic overrides find them), typed and defaulted by kafkasim.config.
+    The broker's log.* synonyms give the broker-wide values (BrokerConfig.log_config)."""
 
-    segment_bytes: int = 1 << 30              # segment.bytes / log.segment.bytes
-    segment_ms: int = 604800000               # segment.ms / log.roll.ms (log.roll.hours=168)
-    segment_jitter_ms: int = 0                # segment.jitter.ms / log.roll.jitter.ms
-    segment_index_bytes: int = 10485760       # segment.index.bytes / log.index.size.max.bytes
-    index_interval_bytes: int = 4096          # index.interval.bytes / log.index.interval.bytes
-    flush_messages: int = LONG_MAX            # flush.messages / log.flush.interval.messages
-    flush_ms: int = LONG_MAX                  # flush.ms / log.flush.interval.ms
-    retention_ms: int = 604800000             # retention.ms / log.retention.ms (hours=168)
-    retention_bytes: int = -1                 # retention.bytes / log.retention.bytes
-    cleanup_policy: str = "delete"            # cleanup.policy / log.cleanup.policy
-    delete_retention_ms: int = 86400000       # delete.retention.ms / log.cleaner.delete.retention.ms
-    min_compaction_lag_ms: int = 0            # min.compaction.lag.ms / log.cleaner.min.compaction.lag.ms
-    max_compaction_lag_ms: int = LONG_MAX     # max.compaction.lag.ms / log.cleaner.max.compaction.lag.ms
-    min_cleanable_dirty_ratio: float = 0.5    # min.cleanable.dirty.ratio / log.cleaner.min.cleanable.ratio
-    file_delete_delay_ms: int = 60000         # file.delete.delay.ms / log.segment.delete.delay.ms
-    max_message_bytes: int = 1048588          # max.message.bytes / message.max.bytes
-    preallocate: bool = False                 # preallocate / log.preallocate (accepted; files stay sparse)
+    segment_bytes: int = setting("segment.bytes", scope=TOPIC)
+    segment_ms: int = setting("segment.ms", scope=TOPIC)
+    segment_jitter_ms: int = setting("segment.jitter.ms", scope=TOPIC)
+    segment_index_bytes: int = setting("segment.index.bytes", scope=TOPIC)
+    index_interval_bytes: int = setting("index.interval.bytes", scope=TOPIC)
+    flush_messages: int = setting("flush.messages", scope=TOPIC)
+    flush_ms: int = setting("flush.ms", scope=TOPIC)
+    retention_ms: int = setting("retention.ms", scope=TOPIC)
+    retention_bytes: int = setting("retention.bytes", scope=TOPIC)
+    cleanup_policy: str = setting("cleanup.policy", scope=TOPIC)
+    delete_retention_ms: int = setting("delete.retention.ms", scope=TOPIC)
+    min_compaction_lag_ms: int = setting("min.compaction.lag.ms", scope=TOPIC)
+    max_compaction_lag_ms: int = setting("max.compaction.lag.ms", scope=TOPIC)
+    min_cleanable_dirty_ratio: float = setting("min.cleanable.dirty.ratio", scope=TOPIC)
+    file_delete_delay_ms: int = setting("file.delete.delay.ms", scope=TOPIC)
+    max_message_bytes: int = setting("max.message.bytes", scope=TOPIC)
+    preallocate: bool = setting("preallocate", scope=TOPIC)  # accepted; files stay sparse
+    # Stored, not acted on by the log (min.insync.replicas and unclean.leader.election.enable are
+    # the replication layer's and the controller's, which read them as topic configs).
+    compression_type: str = setting("compression.type", scope=TOPIC)
+    compression_gzip_level: int = setting("compression.gzip.level", scope=TOPIC)
+    compression_lz4_level: int = setting("compression.lz4.level", scope=TOPIC)
+    compression_zstd_level: int = setting("compression.zstd.level", scope=TOPIC)
+    min_insync_replicas: int = setting("min.insync.replicas", scope=TOPIC)
+    unclean_leader_election_enable: bool = setting("unclean.leader.election.enable", scope=TOPIC)
+    message_downconversion_enable: bool = setting("message.downconversion.enable", scope=TOPIC)
+    message_format_version: str = setting("message.format.version", scope=TOPIC)
+    message_timestamp_type: str = setting("message.timestamp.type", scope=TOPIC)
+    message_timestamp_difference_max_ms: int = setting("message.timestamp.difference.max.ms", scope=TOPIC)
+    message_timestamp_before_max_ms: int = setting("message.timestamp.before.max.ms", scope=TOPIC)
+    message_timestamp_after_max_ms: int = setting("message.timestamp.after.max.ms", scope=TOPIC)
+    local_retention_ms: int = setting("local.retention.ms", scope=TOPIC)
+    local_retention_bytes: int = setting("local.retention.bytes", scope=TOPIC)
+    remote_storage_enable: bool = setting("remote.storage.enable", scope=TOPIC)
+    remote_log_copy_disable: bool = setting("remote.log.copy.disable", scope=TOPIC)
+    remote_log_delete_on_disable: bool = setting("remote.log.delete.on.disable", scope=TOPIC)
+    leader_replication_throttled_replicas: str = setting("leader.replication.throttled.replicas", scope=TOPIC)
+    follower_replication_throttled_replicas: str = setting("follower.replication.throttled.replicas", scope=TOPIC)
 
     @property
     def compact(self) -> bool:

@@ -26,9 +26,10 @@ it refuses further work, the jobs stop, and no clean-shutdown marker is written.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, fields
+from dataclasses import dataclass
 from typing import Any
 
+from kafkasim.config import build, setting
 from kafkasim.runtime.api import Future, NodeRuntime
 from kafkasim.storage.checkpoints import (
     CLEANER_OFFSET_CHECKPOINT,
@@ -50,28 +51,22 @@ DELETE_DIR_SUFFIX = "-delete"  # UnifiedLog.DeleteDirSuffix
 
 @dataclass
 class LogManagerConfig:
-    retention_check_interval_ms: int = 300000               # log.retention.check.interval.ms
-    flush_scheduler_interval_ms: int = LONG_MAX             # log.flush.scheduler.interval.ms
-    flush_offset_checkpoint_interval_ms: int = 60000        # log.flush.offset.checkpoint.interval.ms
-    flush_start_offset_checkpoint_interval_ms: int = 60000  # log.flush.start.offset.checkpoint.interval.ms
-    high_watermark_checkpoint_interval_ms: int = 5000       # replica.high.watermark.checkpoint.interval.ms
-    initial_task_delay_ms: int = 30000                      # log.initial.task.delay.ms
-    cleaner_enable: bool = True                             # log.cleaner.enable
-    cleaner_backoff_ms: int = 15000                         # log.cleaner.backoff.ms
-    cleaner_dedupe_buffer_size: int = 134217728             # log.cleaner.dedupe.buffer.size
+    """The LogManager's broker configs (typed and defaulted by kafkasim.config)."""
+
+    retention_check_interval_ms: int = setting("log.retention.check.interval.ms")
+    flush_scheduler_interval_ms: int = setting("log.flush.scheduler.interval.ms")
+    flush_offset_checkpoint_interval_ms: int = setting("log.flush.offset.checkpoint.interval.ms")
+    flush_start_offset_checkpoint_interval_ms: int = setting("log.flush.start.offset.checkpoint.interval.ms")
+    high_watermark_checkpoint_interval_ms: int = setting("replica.high.watermark.checkpoint.interval.ms")
+    initial_task_delay_ms: int = setting("log.initial.task.delay.ms")
+    cleaner_enable: bool = setting("log.cleaner.enable")
+    cleaner_backoff_ms: int = setting("log.cleaner.backoff.ms")
+    cleaner_dedupe_buffer_size: int = setting("log.cleaner.dedupe.buffer.size")
 
     @classmethod
     def from_properties(cls, props: dict[str, Any]) -> LogManagerConfig:
         """From server.properties names (`log.retention.check.interval.ms`, ...); others ignored."""
-        renamed = {"replica.high.watermark.checkpoint.interval.ms": "high_watermark_checkpoint_interval_ms"}
-        defaults = cls()
-        kwargs: dict[str, Any] = {}
-        for key, value in props.items():
-            name = renamed.get(key) or key.removeprefix("log.").replace(".", "_")
-            if name in {f.name for f in fields(cls)}:
-                kind = type(getattr(defaults, name))
-                kwargs[name] = (str(value).lower() == "true") if kind is bool else kind(value)
-        return cls(**kwargs)
+        return build(cls, props)
 
 
 class LogManager:

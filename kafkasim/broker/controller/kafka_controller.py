@@ -234,7 +234,7 @@ class KafkaController:
         await self._resume_partition_reassignments()
         await self.topic_deletion_manager.resume_deletions()
         await self._process_zk_preferred_replica_election()
-        if self._bool_config("auto.leader.rebalance.enable", True):
+        if self.config.auto_leader_rebalance_enable:
             self._schedule_auto_leader_rebalance(AUTO_REBALANCE_INITIAL_DELAY_MS)
 
     def _watch(self, name: str, body: Any) -> Any:
@@ -253,7 +253,7 @@ class KafkaController:
             await self._load_topic_assignment(topic)
         await self._update_leader_and_isr_cache(ctx.all_partitions())
         self.channel_manager = ControllerChannelManager(self.rt, self.broker_id,
-                                                        self._int_config("controller.socket.timeout.ms", 30000))
+                                                        self.config.controller_socket_timeout_ms)
         self.channel_manager.startup(ctx.live_brokers)
         for tp in ctx.all_partitions():
             if ctx.full_assignment(tp).is_being_reassigned:
@@ -411,7 +411,7 @@ class KafkaController:
         for t in unknown:
             await self.zk.delete_checked(f"{Z.ADMIN_DELETE_TOPICS}/{t}", ctx.epoch_zk_version)
         marked -= set(unknown)
-        if not self._bool_config("delete.topic.enable", True):
+        if not self.config.delete_topic_enable:
             for t in sorted(marked):
                 await self.zk.delete_checked(f"{Z.ADMIN_DELETE_TOPICS}/{t}", ctx.epoch_zk_version)
             return
@@ -664,7 +664,7 @@ class KafkaController:
             return
         ctx = self.ctx
         try:
-            ratio = self._int_config("leader.imbalance.per.broker.percentage", 10) / 100.0
+            ratio = self.config.leader_imbalance_per_broker_percentage / 100.0
             by_preferred: dict[int, list[TopicPartition]] = {}
             for tp in ctx.all_partitions():
                 replicas = ctx.replica_assignment(tp)
@@ -684,14 +684,14 @@ class KafkaController:
         finally:
             if self.is_active:
                 self._schedule_auto_leader_rebalance(
-                    float(self._int_config("leader.imbalance.check.interval.seconds", 300)) * 1000.0)
+                    float(self.config.leader_imbalance_check_interval_seconds) * 1000.0)
 
     async def unclean_leader_election_enabled(self, topic: str) -> bool:
         """The topic's unclean.leader.election.enable (its override, else the broker's)."""
         overrides = await self.zk.get_topic_configs(topic)
         raw = overrides.get("unclean.leader.election.enable")
         if raw is None:
-            return self._bool_config("unclean.leader.election.enable", False)
+            return self.config.unclean_leader_election_enable
         return str(raw).strip().lower() == "true"
 
     # ================================================================ reassignment
@@ -850,17 +850,3 @@ class KafkaController:
                                                 self.ctx.epoch_zk_version)
         else:
             await self.zk.delete_checked(Z.ADMIN_REASSIGN_PARTITIONS, self.ctx.epoch_zk_version)
-
-    # ================================================================ configs
-    def _raw_config(self, name: str) -> Any:
-        return self.config.extra.get(name, getattr(self.config, name.replace(".", "_"), None))
-
-    def _int_config(self, name: str, default: int) -> int:
-        v = self._raw_config(name)
-        return default if v is None else int(v)
-
-    def _bool_config(self, name: str, default: bool) -> bool:
-        v = self._raw_config(name)
-        if v is None:
-            return default
-        return v if isinstance(v, bool) else str(v).strip().lower() == "true"
