@@ -20,8 +20,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from kafkasim.broker.network_client import NetworkClient
 from kafkasim.broker.zk import zk_data as Z
+from kafkasim.client.network_client import NetworkClient
 from kafkasim.protocol import errors as E
 from kafkasim.protocol.messages.alter_partition import AlterPartitionRequest
 from kafkasim.runtime.api import BadVersionError, CoordinationError, Future, NetworkError, RuntimeTimeout, Task

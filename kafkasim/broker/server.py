@@ -24,12 +24,12 @@ from kafkasim.broker.config import BrokerConfig
 from kafkasim.broker.controller.kafka_controller import KafkaController
 from kafkasim.broker.kafka_apis import KafkaApis
 from kafkasim.broker.metadata_cache import MetadataCache
-from kafkasim.broker.network_client import NetworkClient
 from kafkasim.broker.replica_manager import ReplicaManager, ReplicationConfig
 from kafkasim.broker.socket_server import SocketServer
 from kafkasim.broker.zk import zk_data as Z
 from kafkasim.broker.zk.kafka_zk_client import KafkaZkClient, TopicError, validate_topic_name
 from kafkasim.broker.zk.zookeeper_client import ZooKeeperClient
+from kafkasim.client.network_client import NetworkClient
 from kafkasim.protocol import errors as E
 from kafkasim.protocol.messages.controlled_shutdown import ControlledShutdownRequest
 from kafkasim.runtime.api import Future, NetworkError, NodeExistsError, NodeRuntime, RuntimeTimeout
