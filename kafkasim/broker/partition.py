@@ -149,9 +149,15 @@ class PendingIsrChange:
     leader_recovery_state: int
 
 
+# Sends a proposed ISR to the controller: (partition, proposed ISR, leader recovery state).
+AlterPartitionSubmitter = Callable[["Partition", list[int], int], None]
+
+
 class Partition:
     def __init__(self, topic: str, index: int, log: Log, leader_epoch: int, is_leader: bool,
-                 local_broker_id: int = 0, high_watermark: int | None = None) -> None:
+                 local_broker_id: int = 0, high_watermark: int | None = None, *,
+                 now_ms: Callable[[], float] = lambda: 0.0, replica_lag_time_max_ms: int = 30000,
+                 alter_partition: AlterPartitionSubmitter | None = None) -> None:
         self.topic, self.index, self.log = topic, index, log
         self.local_broker_id = local_broker_id
         self.leader_epoch = leader_epoch
@@ -165,10 +171,11 @@ class Partition:
         self.remote_replicas: dict[int, Replica] = {}
         # Kafka's defaults until the topic's configs are applied (AdminManager.apply_topic_config).
         self.min_insync_replicas = 1
-        self.replica_lag_time_max_ms = 30000
-        self.now_ms: Callable[[], float] = lambda: 0.0
-        # AlterPartition submitter, set by the ReplicaManager: (partition, proposed ISR, recovery state).
-        self.alter_partition: Callable[[Partition, list[int], int], None] | None = None
+        self.replica_lag_time_max_ms = replica_lag_time_max_ms   # replica.lag.time.max.ms
+        self.now_ms = now_ms                                     # the runtime's monotonic clock
+        # Where ISR changes go (the ReplicaManager's AlterPartitionManager); None: nowhere, as for
+        # a partition without a controller.
+        self.alter_partition = alter_partition
         self.on_high_watermark_change: Callable[[Partition], None] | None = None
         self._waiters: list[Future[Any]] = []
         self.offline = False
