@@ -59,8 +59,8 @@ class NetworkClient:
         return self._closed or self.stream is None
 
     async def connect(self, timeout_ms: float) -> None:
-        self.stream = await self.rt.net.connect(self.host, self.port, timeout_ms)
-        self.rt.spawn(self._reader(), name=self.reader_name)
+        self.stream = stream = await self.rt.net.connect(self.host, self.port, timeout_ms)
+        self.rt.spawn(self._reader(stream), name=self.reader_name)
         if self.max_versions is not None:
             await self._negotiate(self.max_versions[A.API_VERSIONS])
 
@@ -81,9 +81,9 @@ class NetworkClient:
 
     def version_for(self, api_key: int) -> int:
         """min(our max, the broker's max), or ClientError when the ranges do not overlap."""
-        assert self.max_versions is not None, "version_for needs max_versions (a discovering client)"
+        ours = (self.max_versions or {}).get(api_key, -1)   # none without max_versions: no discovery
         lo, hi = self.versions.get(api_key, (-1, -1))
-        v = min(self.max_versions[api_key], hi)
+        v = min(ours, hi)
         if v < lo or v < 0:
             raise ClientError(f"broker {self.host}:{self.port} supports no usable version of api {api_key}")
         return v
@@ -92,27 +92,23 @@ class NetworkClient:
     async def send_at(self, version: int, body: Message, expect_response: bool = True) -> Any:
         """Send `body` at `version` and await its response (None at once when no response is
         expected: a Produce with acks=0). No timeout here: see send() and callers' wait_for."""
-        if self.closed:
-            raise ConnectionClosed(f"connection to {self.host}:{self.port} is closed")
         fut = await self._write(version, body, expect_response)
-        if fut is None:
-            return None
-        return await fut
+        return await fut if expect_response else None
 
     async def send(self, body: Message, version: int, timeout_ms: float) -> Any:
         """Send `body` at `version`; returns the decoded response or raises NetworkError
         (connection lost, or no answer within timeout_ms — then the connection is closed, as
         Kafka's NetworkClient disconnects on a request timeout)."""
-        if self.closed:
-            raise ConnectionClosed(f"connection to {self.host}:{self.port} is closed")
         fut = await self._write(version, body, True)
-        assert fut is not None
         if await self.rt.wait_first([fut], timeout_ms) is None:
             self._fail_all(NetworkError(f"request to {self.host}:{self.port} timed out after {timeout_ms} ms"))
         return fut.result()
 
-    async def _write(self, version: int, body: Message, expect_response: bool) -> Future[Any] | None:
-        assert self.stream is not None
+    async def _write(self, version: int, body: Message, expect_response: bool) -> Future[Any]:
+        """Write the request; the future its response will resolve (queued only if one is expected)."""
+        stream = self.stream
+        if self._closed or stream is None:
+            raise ConnectionClosed(f"connection to {self.host}:{self.port} is closed")
         api_key = body.API_KEY
         assert api_key is not None
         self._next_corr += 1
@@ -122,15 +118,14 @@ class NetworkClient:
         fut: Future[Any] = self.rt.future()
         if expect_response:
             self._pending.append((corr, api_key, version, fut))
-        await self.stream.write(encode_request(header, body))
-        return fut if expect_response else None
+        await stream.write(encode_request(header, body))
+        return fut
 
     # ---------------------------------------------------------------- responses
-    async def _reader(self) -> None:
-        assert self.stream is not None
+    async def _reader(self, stream: Stream) -> None:
         try:
             while True:
-                frame = await self.stream.read_frame(MAX_RESPONSE_BYTES)
+                frame = await stream.read_frame(MAX_RESPONSE_BYTES)
                 if not self._pending:
                     raise ClientError("response with no request in flight")
                 corr, api_key, version, fut = self._pending.popleft()
