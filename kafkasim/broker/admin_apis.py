@@ -57,11 +57,16 @@ from kafkasim.protocol.messages.incremental_alter_configs import (
 )
 from kafkasim.protocol.messages.offset_for_leader_epoch import OffsetForLeaderEpochRequest, OffsetForLeaderEpochResponse
 from kafkasim.protocol.primitives import Message
-from kafkasim.runtime.api import BadVersionError, NodeExistsError, NoNodeError, ZkClient
+from kafkasim.runtime.api import BadVersionError, NodeExistsError, NodeRuntime, NoNodeError, ZkClient
 
 if TYPE_CHECKING:
+    from kafkasim.broker.config import BrokerConfig
     from kafkasim.broker.kafka_apis import KafkaApis
-    from kafkasim.broker.server import KafkaServer
+    from kafkasim.broker.metadata_cache import MetadataCache
+    from kafkasim.broker.replica_manager import ReplicaManager
+    from kafkasim.broker.topic_admin import TopicAdmin
+    from kafkasim.broker.zk.kafka_zk_client import KafkaZkClient
+    from kafkasim.storage.log import LogConfig
 
 VERSIONS: dict[int, tuple[int, int]] = {
     A.DELETE_TOPICS: (0, 6),
@@ -121,17 +126,19 @@ class AdminManager:
     """The broker side of the admin APIs (Kafka's ZkAdminManager + ConfigHelper + the parts of
     KafkaController and ReplicaManager they drive)."""
 
-    def __init__(self, server: KafkaServer) -> None:
-        self.server = server
+    def __init__(self, config: BrokerConfig, zk: ZkClient, metadata_cache: MetadataCache, log_config: LogConfig,
+                 bound_port: Callable[[], int]) -> None:
+        """`log_config`: the broker's default log config (log.* in server.properties), the base
+        of every topic's; `bound_port`: the listener's port once bound (the static `listeners`)."""
+        self.config = config
+        self.zk = zk
+        self.metadata_cache = metadata_cache
+        self.log_config = log_config
+        self.bound_port = bound_port
         self.dynamic_default: dict[str, str] | None = None
         self.dynamic_broker: dict[str, str] = {}
 
     # ------------------------------------------------------------ ZooKeeper helpers
-    @property
-    def zk(self) -> ZkClient:
-        assert self.server.zk is not None, "admin request before startup"
-        return self.server.zk
-
     async def _read_entity(self, path: str) -> dict[str, str]:
         try:
             data, _ = await self.zk.get(path)
@@ -158,45 +165,50 @@ class AdminManager:
     async def broker_layers(self) -> C.BrokerConfigLayers:
         if self.dynamic_default is None:
             self.dynamic_default = await self._read_entity(f"{CONFIG_BROKERS}/{C.DEFAULT_BROKER_ENTITY}")
-            self.dynamic_broker = await self._read_entity(f"{CONFIG_BROKERS}/{self.server.config.broker_id}")
-        cfg = self.server.config
-        static = C.static_broker_configs(cfg, f"PLAINTEXT://{cfg.host}:{self.server.port}")
+            self.dynamic_broker = await self._read_entity(f"{CONFIG_BROKERS}/{self.config.broker_id}")
+        cfg = self.config
+        static = C.static_broker_configs(cfg, f"PLAINTEXT://{cfg.host}:{self.bound_port()}")
         return C.BrokerConfigLayers(static, dict(self.dynamic_default), dict(self.dynamic_broker))
 
     # ------------------------------------------------------------ live logs
-    async def apply_topic_config(self, topic: str, overrides: dict[str, str] | None = None) -> None:
+    async def topic_log_config(self, topic: str, overrides: dict[str, str] | None = None) -> tuple[LogConfig, int]:
+        """The topic's effective log config and min.insync.replicas (what the ReplicaManager
+        applies to the topic's partitions)."""
         if overrides is None:
             overrides = await self.topic_overrides(topic)
         layers = await self.broker_layers()
-        cfg = C.effective_log_config(self.server.replica_manager.log_config, overrides, layers)
+        cfg = C.effective_log_config(self.log_config, overrides, layers)
         min_isr = C.topic_config_entries(overrides, layers, ["min.insync.replicas"])
         min_isr_value = int(min_isr[0].value or 1) if min_isr else 1
-        for (t, _), part in sorted(self.server.replica_manager.partitions.items()):
-            if t == topic:
-                part.log.config = cfg
-                part.min_insync_replicas = min_isr_value
-
-    async def apply_all_topic_configs(self) -> None:
-        for topic in sorted(self.server.metadata_cache.topics):
-            await self.apply_topic_config(topic)
+        return cfg, min_isr_value
 
     def is_controller(self) -> bool:
-        return self.server.metadata_cache.controller_id == self.server.config.broker_id
+        return self.metadata_cache.controller_id == self.config.broker_id
 
 
 # ================================================================ handlers
 class AdminApis:
-    def __init__(self, manager: AdminManager) -> None:
+    def __init__(self, rt: NodeRuntime, config: BrokerConfig, manager: AdminManager, replica_manager: ReplicaManager,
+                 metadata_cache: MetadataCache, kzk: KafkaZkClient, topic_admin: TopicAdmin) -> None:
+        self.rt = rt
+        self.config = config
         self.m = manager
+        self.rm = replica_manager
+        self.cache = metadata_cache
+        self.kzk = kzk
+        self.topics = topic_admin
         self._timeout_ms = 30000.0
 
-    @property
-    def server(self) -> KafkaServer:
-        return self.m.server
+    async def _apply_topic_config(self, topic: str, overrides: dict[str, str] | None = None) -> None:
+        self.rm.apply_topic_config(topic, *await self.m.topic_log_config(topic, overrides))
+
+    async def _apply_all_topic_configs(self) -> None:
+        for topic in sorted(self.cache.topics):
+            await self._apply_topic_config(topic)
 
     # ------------------------------------------------------------ DescribeCluster
     async def describe_cluster(self, header: RequestHeader, req: DescribeClusterRequest) -> Message:
-        cache = self.server.metadata_cache
+        cache = self.cache
         B = DescribeClusterResponse.DescribeClusterBroker
         brokers = [B(broker_id=b.broker_id, host=b.host, port=b.port, rack=b.rack)
                    for b in sorted(cache.brokers.values(), key=lambda b: b.broker_id)]
@@ -235,9 +247,9 @@ class AdminApis:
                 pending.append((results[-1], resolved))
         if pending and req.timeout_ms > 0:
             # DelayedDeleteTopics: done when the topics left this broker's metadata cache.
-            cache = self.server.metadata_cache
+            cache = self.cache
             op = DelayedDeleteTopics(cache, [t for _, t in pending], req.timeout_ms)
-            await self.server.wait_for_topic_operation(op, req.timeout_ms)
+            await self.topics.wait_for_topic_operation(op, req.timeout_ms)
             for r, t in pending:
                 if cache.topic(t) is not None:
                     r.error_code = E.REQUEST_TIMED_OUT
@@ -245,7 +257,7 @@ class AdminApis:
         return DeleteTopicsResponse(responses=results, **kw2)
 
     async def _delete_one(self, name: str | None, topic_id: bytes) -> tuple[int, str | None, bytes]:
-        cache = self.server.metadata_cache
+        cache = self.cache
         if name is not None and topic_id != ZERO_UUID:
             return E.INVALID_REQUEST, name, topic_id  # "Topic name and topic ID can not both be specified."
         if name is None:
@@ -267,7 +279,7 @@ class AdminApis:
             await self.m.zk.create(f"{Z.ADMIN_DELETE_TOPICS}/{name}", b"", makepath=True)
         except NodeExistsError:
             pass  # already marked
-        self.server.rt.trace("topic_deletion_requested", topic=name)
+        self.rt.trace("topic_deletion_requested", topic=name)
         return E.NONE, name, tid
 
     # ------------------------------------------------------------ CreatePartitions
@@ -291,12 +303,10 @@ class AdminApis:
 
     async def _create_partitions(self, topic: str, count: int, assignments: list[list[int]] | None,
                                  validate_only: bool) -> None:
-        s = self.server
         if not self.m.is_controller():
             raise AdminError(E.NOT_CONTROLLER, "This is not the correct controller for this cluster.")
-        assert s.kzk is not None
-        current = await s.kzk.topic_assignment(topic)
-        if current is None or s.metadata_cache.topic(topic) is None:
+        current = await self.kzk.topic_assignment(topic)
+        if current is None or self.cache.topic(topic) is None:
             raise AdminError(E.UNKNOWN_TOPIC_OR_PARTITION, f"The topic '{topic}' does not exist.")
         existing = len(current.partitions)
         if count == existing:
@@ -314,19 +324,19 @@ class AdminApis:
             await self.m.zk.set(Z.topic_path(topic), Z.topic_assignment_json(full, current.topic_id), stat.version)
         except BadVersionError as exc:
             raise AdminError(E.REASSIGNMENT_IN_PROGRESS, "The topic assignment changed concurrently.") from exc
-        s.rt.trace("partitions_created", topic=topic, partitions=count)
+        self.rt.trace("partitions_created", topic=topic, partitions=count)
         # DelayedCreatePartitions: the controller gives the new partitions leaders.
-        cache = s.metadata_cache
+        cache = self.cache
         op = DelayedCreatePartitions(cache, [(topic, count)], self._timeout_ms)
-        if not await s.wait_for_topic_operation(op, self._timeout_ms):
+        if not await self.topics.wait_for_topic_operation(op, self._timeout_ms):
             raise AdminError(E.REQUEST_TIMED_OUT, f"Timed out waiting for partitions of {topic} to be created.")
 
     def _new_assignment(self, current: dict[int, list[int]], count: int,
                         assignments: list[list[int]] | None) -> dict[int, list[int]]:
         existing = len(current)
         rf = len(current[min(current)]) if current else 1
-        cache = self.server.metadata_cache
-        alive = cache.alive_broker_ids() or [self.server.config.broker_id]
+        cache = self.cache
+        alive = cache.alive_broker_ids() or [self.config.broker_id]
         adding = count - existing
         if assignments is None:
             # AdminZkClient.addPartitions: AdminUtils from the existing partition 0's first
@@ -377,7 +387,7 @@ class AdminApis:
         if rtype == C.RESOURCE_TOPIC:
             if name == "":
                 raise AdminError(E.INVALID_TOPIC_EXCEPTION, "Topic name is invalid: the empty string is not allowed")
-            if self.server.metadata_cache.topic(name) is None:
+            if self.cache.topic(name) is None:
                 raise AdminError(E.UNKNOWN_TOPIC_OR_PARTITION, "")
             return C.topic_config_entries(await self.m.topic_overrides(name), await self.m.broker_layers(), keys)
         if rtype == C.RESOURCE_BROKER:
@@ -386,7 +396,7 @@ class AdminApis:
         raise AdminError(E.INVALID_REQUEST, E.ERRORS[E.INVALID_REQUEST].message)
 
     def _check_broker_name(self, name: str) -> None:
-        own = str(self.server.config.broker_id)
+        own = str(self.config.broker_id)
         if name not in ("", own):
             raise AdminError(E.INVALID_REQUEST,
                              f"Unexpected broker id, expected {own} or empty string, but received {name}")
@@ -470,7 +480,7 @@ class AdminApis:
     async def _alter_topic(self, resource: ConfigResource, change: Callable[[dict[str, str]], dict[str, str]],
                            validate_only: bool) -> None:
         topic = resource.name
-        if self.server.metadata_cache.topic(topic) is None:
+        if self.cache.topic(topic) is None:
             raise AdminError(E.UNKNOWN_TOPIC_OR_PARTITION, f"The topic '{topic}' does not exist.")
         new = change(await self.m.topic_overrides(topic))
         try:
@@ -482,8 +492,8 @@ class AdminApis:
         if validate_only:
             return
         await self.m._write_entity("topics", topic, new)
-        await self.m.apply_topic_config(topic, new)
-        self.server.rt.trace("topic_config_changed", topic=topic, config=dict(sorted(new.items())))
+        await self._apply_topic_config(topic, new)
+        self.rt.trace("topic_config_changed", topic=topic, config=dict(sorted(new.items())))
 
     async def _alter_broker(self, resource: ConfigResource, change: Callable[[dict[str, str]], dict[str, str]],
                             validate_only: bool) -> None:
@@ -508,8 +518,8 @@ class AdminApis:
             self.m.dynamic_default = new
         else:
             self.m.dynamic_broker = new
-        await self.m.apply_all_topic_configs()
-        self.server.rt.trace("broker_config_changed", entity=entity, config=dict(sorted(new.items())))
+        await self._apply_all_topic_configs()
+        self.rt.trace("broker_config_changed", entity=entity, config=dict(sorted(new.items())))
 
     # ------------------------------------------------------------ DeleteRecords
     async def delete_records(self, header: RequestHeader, req: DeleteRecordsRequest) -> Message:
@@ -526,14 +536,14 @@ class AdminApis:
         return DeleteRecordsResponse(throttle_time_ms=0, topics=topics)
 
     async def _cleanup_policy(self, topic: str) -> list[str]:
-        if self.server.metadata_cache.topic(topic) is None:
+        if self.cache.topic(topic) is None:
             return []
         entries = C.topic_config_entries(await self.m.topic_overrides(topic), await self.m.broker_layers(),
                                          ["cleanup.policy"])
         return (entries[0].value or "").split(",") if entries else ["delete"]
 
     def _delete_records_one(self, topic: str, partition: int, offset: int, cleanup: list[str]) -> tuple[int, int]:
-        part = self.server.replica_manager.get_partition(topic, partition)
+        part = self.rm.get_partition(topic, partition)
         if part is None:
             return E.UNKNOWN_TOPIC_OR_PARTITION, -1
         if not part.is_leader:
@@ -544,13 +554,13 @@ class AdminApis:
         if target < 0 or target > part.high_watermark:
             return E.OFFSET_OUT_OF_RANGE, -1
         low = part.log.delete_records(target)  # UnifiedLog.maybeIncrementLogStartOffset
-        self.server.rt.trace("records_deleted", topic=topic, partition=partition, log_start_offset=low)
+        self.rt.trace("records_deleted", topic=topic, partition=partition, log_start_offset=low)
         return E.NONE, low
 
     # ------------------------------------------------------------ DescribeLogDirs
     async def describe_log_dirs(self, header: RequestHeader, req: DescribeLogDirsRequest) -> Message:
         version = header.request_api_version
-        rm = self.server.replica_manager
+        rm = self.rm
         wanted: dict[str, set[int]] | None = None
         if req.topics is not None:
             wanted = {}
@@ -566,7 +576,7 @@ class AdminApis:
             by_topic.setdefault(topic, []).append(T.DescribeLogDirsPartition(
                 partition_index=index, partition_size=size, offset_lag=0, is_future_key=False))
         topics = [T(name=name, partitions=parts) for name, parts in by_topic.items()]
-        result = R(error_code=E.NONE, log_dir=self.server.config.log_dir, topics=topics)
+        result = R(error_code=E.NONE, log_dir=self.config.log_dir, topics=topics)
         kw: dict[str, Any] = {"error_code": E.NONE} if version >= 3 else {}
         return DescribeLogDirsResponse(throttle_time_ms=0, results=[result], **kw)
 
@@ -585,7 +595,7 @@ class AdminApis:
         return OffsetForLeaderEpochResponse(throttle_time_ms=0, topics=topics)
 
     def _epoch_end_offset(self, topic: str, partition: int, current: int, requested: int) -> tuple[int, int, int]:
-        part = self.server.replica_manager.get_partition(topic, partition)
+        part = self.rm.get_partition(topic, partition)
         if part is None:
             return E.UNKNOWN_TOPIC_OR_PARTITION, UNDEFINED_EPOCH, UNDEFINED_EPOCH_OFFSET
         if part.offline:
@@ -598,11 +608,8 @@ def _replace_with(props: dict[str, str]) -> Callable[[dict[str, str]], dict[str,
     return lambda _old: dict(props)
 
 
-def register(apis: KafkaApis) -> AdminManager:
-    """Add the admin APIs (one call from KafkaApis); returns the manager the server calls back
-    when it loads a topic."""
-    manager = AdminManager(apis.server)
-    h = AdminApis(manager)
+def register(apis: KafkaApis, h: AdminApis) -> None:
+    """Add the admin APIs to the broker's (one call from KafkaApis)."""
     handlers: dict[int, Callable[[RequestHeader, Any], Awaitable[Message | None]]] = {
         A.DELETE_TOPICS: h.delete_topics,
         A.CREATE_PARTITIONS: h.create_partitions,
@@ -616,4 +623,3 @@ def register(apis: KafkaApis) -> AdminManager:
     }
     for key, handler in handlers.items():
         apis.register(key, *VERSIONS[key], handler)
-    return manager

@@ -18,17 +18,27 @@ turns into UpdateMetadata for every broker.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from kafkasim.broker.network_client import NetworkClient
 from kafkasim.broker.zk import zk_data as Z
+from kafkasim.client.network_client import NetworkClient
 from kafkasim.protocol import errors as E
 from kafkasim.protocol.messages.alter_partition import AlterPartitionRequest
-from kafkasim.runtime.api import BadVersionError, CoordinationError, Future, NetworkError, RuntimeTimeout, Task
+from kafkasim.runtime.api import (
+    BadVersionError,
+    CoordinationError,
+    Future,
+    NetworkError,
+    NodeRuntime,
+    RuntimeTimeout,
+    Task,
+    ZkClient,
+)
 
 if TYPE_CHECKING:
+    from kafkasim.broker.metadata_cache import MetadataCache
     from kafkasim.broker.partition import Partition
-    from kafkasim.broker.replica_manager import ReplicaManager
 
 ALTER_PARTITION_VERSION = 3
 RETRY_BACKOFF_MS = 100.0
@@ -37,9 +47,20 @@ TopicPartition = tuple[str, int]
 
 
 class AlterPartitionManager:
-    def __init__(self, rm: ReplicaManager) -> None:
-        self.rm = rm
-        self.rt = rm.rt
+    def __init__(self, rt: NodeRuntime, broker_id: int, broker_epoch: Callable[[], int],
+                 metadata_cache: MetadataCache, request_timeout_ms: int, *, topic_ids: dict[str, bytes],
+                 controller_epoch: Callable[[], int], isr_zk: ZkClient | None = None) -> None:
+        """`broker_epoch` and `controller_epoch` are read at each send (both change over time);
+        `topic_ids` is the ReplicaManager's map, filled by LeaderAndIsr. `isr_zk` set: IBP < 2.7,
+        ISR changes are written to ZooKeeper with this client instead of sent to the controller."""
+        self.rt = rt
+        self.broker_id = broker_id
+        self.broker_epoch = broker_epoch
+        self.metadata_cache = metadata_cache
+        self.request_timeout_ms = request_timeout_ms
+        self.topic_ids = topic_ids
+        self.controller_epoch = controller_epoch
+        self.isr_zk = isr_zk
         self.unsent: dict[TopicPartition, tuple[Partition, list[int], int]] = {}
         self._wakeup: Future[Any] | None = None
         self._task: Task | None = None
@@ -74,8 +95,8 @@ class AlterPartitionManager:
                 await self.rt.sleep(RETRY_BACKOFF_MS)
 
     def _controller(self) -> Z.BrokerInfo | None:
-        cache = self.rm.metadata
-        if cache is None or cache.controller_id < 0:
+        cache = self.metadata_cache
+        if cache.controller_id < 0:
             return None
         return cache.brokers.get(cache.controller_id)
 
@@ -85,9 +106,9 @@ class AlterPartitionManager:
             if self._client is not None:
                 self._client.close()
             self._client = NetworkClient(self.rt, controller.host, controller.port,
-                                         f"broker-{self.rm.broker_id}-alter-partition")
+                                         f"broker-{self.broker_id}-alter-partition")
             self._client_for = key
-            await self._client.connect(self.rm.replication.request_timeout_ms)
+            await self._client.connect(self.request_timeout_ms)
         return self._client
 
     async def _send(self, batch: dict[TopicPartition, tuple[Partition, list[int], int]]) -> bool:
@@ -95,8 +116,8 @@ class AlterPartitionManager:
         live = {tp: item for tp, item in batch.items() if item[0].is_leader and item[0].pending is not None}
         if not live:
             return True
-        if self.rm.zk_isr_updates:
-            return await self._write_zookeeper(live)
+        if self.isr_zk is not None:
+            return await self._write_zookeeper(live, self.isr_zk)
         controller = self._controller()
         if controller is None:
             return False
@@ -108,12 +129,12 @@ class AlterPartitionManager:
                 partition_index=index, leader_epoch=p.leader_epoch, leader_recovery_state=recovery,
                 partition_epoch=p.partition_epoch,
                 new_isr_with_epochs=[P.BrokerState(broker_id=b, broker_epoch=-1) for b in isr]))
-        ids = {t: (self.rm.topic_ids.get(t) or bytes(16)) for t in by_topic}
-        req = AlterPartitionRequest(broker_id=self.rm.broker_id, broker_epoch=self.rm.broker_epoch,
+        ids = {t: (self.topic_ids.get(t) or bytes(16)) for t in by_topic}
+        req = AlterPartitionRequest(broker_id=self.broker_id, broker_epoch=self.broker_epoch(),
                                     topics=[T(topic_name=t, topic_id=ids[t], partitions=ps) for t, ps in by_topic.items()])
         try:
             conn = await self._connection(controller)
-            resp = await conn.send(req, ALTER_PARTITION_VERSION, self.rm.replication.request_timeout_ms)
+            resp = await conn.send(req, ALTER_PARTITION_VERSION, self.request_timeout_ms)
         except (NetworkError, RuntimeTimeout):
             if self._client is not None:
                 self._client.close()
@@ -135,14 +156,12 @@ class AlterPartitionManager:
                                               r.leader_recovery_state)
         return True
 
-    async def _write_zookeeper(self, live: dict[TopicPartition, tuple[Partition, list[int], int]]) -> bool:
+    async def _write_zookeeper(self, live: dict[TopicPartition, tuple[Partition, list[int], int]],
+                               zk: ZkClient) -> bool:
         """IBP < 2.7: conditional updates of the state znodes, then one isr_change notification."""
-        zk = self.rm.zk
-        if zk is None:
-            return False
         changed: list[TopicPartition] = []
         for (topic, index), (p, isr, recovery) in sorted(live.items()):
-            data = Z.partition_state_json_full(self.rm.broker_id, p.leader_epoch, isr, self.rm.controller_epoch,
+            data = Z.partition_state_json_full(self.broker_id, p.leader_epoch, isr, self.controller_epoch(),
                                                recovery)
             try:
                 st = await zk.set(Z.partition_state_path(topic, index), data, p.partition_epoch)

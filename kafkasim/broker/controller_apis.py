@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 from kafkasim.broker.controller.context import LeaderAndIsr
 from kafkasim.broker.controller.event_manager import ControllerMovedError
+from kafkasim.broker.group.metadata import TopicPartition
 from kafkasim.broker.partition import PartitionState
 from kafkasim.broker.replica_manager import LeaderAndIsrPartition
 from kafkasim.broker.zk import zk_data as Z
@@ -43,8 +44,13 @@ from kafkasim.protocol.messages.update_metadata import UpdateMetadataRequest, Up
 from kafkasim.protocol.primitives import Message
 
 if TYPE_CHECKING:
+    from kafkasim.broker.controller.kafka_controller import KafkaController
+    from kafkasim.broker.group.coordinator import GroupCoordinator
     from kafkasim.broker.kafka_apis import KafkaApis
-    from kafkasim.broker.server import KafkaServer
+    from kafkasim.broker.metadata_cache import MetadataCache
+    from kafkasim.broker.replica_manager import ReplicaManager
+    from kafkasim.broker.topic_admin import TopicAdmin
+    from kafkasim.runtime.api import NodeRuntime
 
 T = TypeVar("T")
 
@@ -63,11 +69,20 @@ ELECTION_PREFERRED, ELECTION_UNCLEAN = 0, 1
 
 
 class ControllerApis:
-    def __init__(self, server: KafkaServer) -> None:
-        self.server = server
+    def __init__(self, rt: NodeRuntime, replica_manager: ReplicaManager, metadata_cache: MetadataCache,
+                 controller: KafkaController, group_coordinator: GroupCoordinator, topic_admin: TopicAdmin,
+                 broker_epoch: Callable[[], int]) -> None:
+        """`broker_epoch` is read per request: it changes when the broker re-registers."""
+        self.rt = rt
+        self.rm = replica_manager
+        self.metadata_cache = metadata_cache
+        self.controller = controller
+        self.group_coordinator = group_coordinator
+        self.topic_admin = topic_admin
+        self.broker_epoch = broker_epoch
 
     def _broker_epoch_stale(self, epoch_in_request: int) -> bool:
-        return epoch_in_request != -1 and epoch_in_request < self.server.broker_epoch
+        return epoch_in_request != -1 and epoch_in_request < self.broker_epoch()
 
     # ---------------------------------------------------------------- LeaderAndIsr
     async def leader_and_isr(self, header: RequestHeader, req: LeaderAndIsrRequest) -> Message:
@@ -76,8 +91,8 @@ class ControllerApis:
         if self._broker_epoch_stale(req.broker_epoch if version >= 2 else -1):
             return _leader_and_isr_response(version, E.STALE_BROKER_EPOCH, {}, states)
         live = {b.broker_id: Z.BrokerInfo(b.broker_id, b.host_name, b.port, None) for b in req.live_leaders}
-        error, errors = await self.server.replica_manager.become_leader_or_follower(req.controller_epoch, states, live)
-        self.server.rt.trace("leader_and_isr", controller=req.controller_id, controller_epoch=req.controller_epoch,
+        error, errors = await self.rm.become_leader_or_follower(req.controller_epoch, states, live)
+        self.rt.trace("leader_and_isr", controller=req.controller_id, controller_epoch=req.controller_epoch,
                              error=error, partitions=len(states),
                              errors={f"{t}-{p}": e for (t, p), e in sorted(errors.items()) if e})
         return _leader_and_isr_response(version, error, errors, states)
@@ -85,19 +100,25 @@ class ControllerApis:
     # ---------------------------------------------------------------- UpdateMetadata
     async def update_metadata(self, header: RequestHeader, req: UpdateMetadataRequest) -> Message:
         version = header.request_api_version
-        s = self.server
         if self._broker_epoch_stale(req.broker_epoch if version >= 5 else -1):
             return UpdateMetadataResponse(error_code=E.STALE_BROKER_EPOCH)
-        rm = s.replica_manager
+        rm = self.rm
         if req.controller_epoch < rm.controller_epoch:
             return UpdateMetadataResponse(error_code=E.STALE_CONTROLLER_EPOCH)
         rm.controller_epoch = req.controller_epoch
         brokers = [_broker_info(b, version) for b in req.live_brokers]
-        deleted = s.metadata_cache.update_metadata(req.controller_id, brokers, _update_metadata_partitions(req, version))
+        partitions = _update_metadata_partitions(req, version)
+        deleted = self.metadata_cache.update_metadata(req.controller_id, brokers, partitions)
         if deleted:
-            await s.on_partitions_deleted(deleted)
-        s.on_metadata_updated()
+            await self._on_partitions_deleted(deleted)
+        self.topic_admin.on_metadata_updated()
         return UpdateMetadataResponse(error_code=E.NONE)
+
+    async def _on_partitions_deleted(self, deleted: list[tuple[str, int]]) -> None:
+        """A topic left the metadata cache (deletion): its groups' offsets go (Kafka's
+        handleUpdateMetadataRequest -> GroupCoordinator.onPartitionsDeleted)."""
+        if self.group_coordinator.is_active:
+            await self.group_coordinator.on_partitions_deleted([TopicPartition(t, p) for t, p in deleted])
 
     # ---------------------------------------------------------------- StopReplica
     async def stop_replica(self, header: RequestHeader, req: StopReplicaRequest) -> Message:
@@ -106,20 +127,19 @@ class ControllerApis:
         P = StopReplicaResponse.StopReplicaPartitionError
         if self._broker_epoch_stale(req.broker_epoch if version >= 1 else -1):
             return StopReplicaResponse(error_code=E.STALE_BROKER_EPOCH, partition_errors=[])
-        error, errors = await self.server.replica_manager.stop_replicas(req.controller_epoch, parts)
+        error, errors = await self.rm.stop_replicas(req.controller_epoch, parts)
         return StopReplicaResponse(error_code=error, partition_errors=[
             P(topic_name=t, partition_index=p, error_code=e) for (t, p), e in sorted(errors.items())])
 
     # ---------------------------------------------------------------- ControlledShutdown
     async def controlled_shutdown(self, header: RequestHeader, req: ControlledShutdownRequest) -> Message:
-        controller = self.server.controller
+        controller = self.controller
         error: int = E.NOT_CONTROLLER
         remaining: list[tuple[str, int]] = []
-        if controller is not None:
-            answer = await _ask(controller.controlled_shutdown(
-                req.broker_id, req.broker_epoch if header.request_api_version >= 2 else -1))
-            if answer is not None:
-                error, remaining = answer
+        answer = await _ask(controller.controlled_shutdown(
+            req.broker_id, req.broker_epoch if header.request_api_version >= 2 else -1))
+        if answer is not None:
+            error, remaining = answer
         if error == E.NOT_CONTROLLER:
             error = E.STALE_CONTROLLER_EPOCH  # Kafka: Errors.forException(ControllerMovedException)
         R = ControlledShutdownResponse.RemainingPartition
@@ -129,8 +149,8 @@ class ControllerApis:
     # ---------------------------------------------------------------- AlterPartition
     async def alter_partition(self, header: RequestHeader, req: AlterPartitionRequest) -> Message:
         version = header.request_api_version
-        controller = self.server.controller
-        if controller is None or not controller.is_active:
+        controller = self.controller
+        if not controller.is_active:
             return AlterPartitionResponse(throttle_time_ms=0, error_code=E.NOT_CONTROLLER, topics=[])
         names = {Z.uuid_from_str(tid): t for t, tid in controller.ctx.topic_ids.items() if tid}
         items: list[tuple[tuple[str, int], LeaderAndIsr]] = []
@@ -170,15 +190,15 @@ class ControllerApis:
     async def elect_leaders(self, header: RequestHeader, req: ElectLeadersRequest) -> Message:
         version = header.request_api_version
         preferred = version == 0 or req.election_type == ELECTION_PREFERRED
-        cache = self.server.metadata_cache
+        cache = self.metadata_cache
         if req.topic_partitions is None:
             tps = [(t, p) for t in sorted(cache.topics) for p in sorted(cache.topics[t].partitions)]
         else:
             tps = [(tp.topic, p) for tp in req.topic_partitions for p in tp.partitions]
-        controller = self.server.controller
+        controller = self.controller
         R = ElectLeadersResponse.ReplicaElectionResult
         results: dict[tuple[str, int], tuple[int, str | None]]
-        if controller is None or not controller.is_active:
+        if not controller.is_active:
             results = {tp: (E.NOT_CONTROLLER, None) for tp in tps}
         else:
             raw = await _ask(controller.elect_leaders(tps, preferred))
@@ -197,11 +217,11 @@ class ControllerApis:
     # ---------------------------------------------------------------- reassignments
     async def alter_partition_reassignments(self, header: RequestHeader,
                                             req: AlterPartitionReassignmentsRequest) -> Message:
-        controller = self.server.controller
+        controller = self.controller
         R = AlterPartitionReassignmentsResponse.ReassignableTopicResponse
         wanted = {(t.name, p.partition_index): (None if p.replicas is None else tuple(p.replicas))
                   for t in req.topics for p in t.partitions}
-        if controller is None or not controller.is_active:
+        if not controller.is_active:
             return AlterPartitionReassignmentsResponse(throttle_time_ms=0, error_code=E.NOT_CONTROLLER,
                                                        error_message=None, responses=[])
         results = await _ask(controller.alter_partition_reassignments(wanted))
@@ -217,8 +237,8 @@ class ControllerApis:
 
     async def list_partition_reassignments(self, header: RequestHeader,
                                            req: ListPartitionReassignmentsRequest) -> Message:
-        controller = self.server.controller
-        if controller is None or not controller.is_active:
+        controller = self.controller
+        if not controller.is_active:
             return ListPartitionReassignmentsResponse(throttle_time_ms=0, error_code=E.NOT_CONTROLLER,
                                                       error_message=None, topics=[])
         ongoing = await _ask(controller.list_partition_reassignments())
@@ -299,8 +319,8 @@ def _stop_replica_partitions(req: StopReplicaRequest, version: int) -> list[tupl
 Handler = Callable[[RequestHeader, Any], Awaitable[Message | None]]
 
 
-def register(apis: KafkaApis) -> ControllerApis:
-    h = ControllerApis(apis.server)
+def register(apis: KafkaApis, h: ControllerApis) -> None:
+    """Add the inter-broker and controller APIs to the broker's (one call from KafkaApis)."""
     handlers: dict[int, Handler] = {
         A.LEADER_AND_ISR: h.leader_and_isr,
         A.STOP_REPLICA: h.stop_replica,
@@ -313,7 +333,6 @@ def register(apis: KafkaApis) -> ControllerApis:
     }
     for key, handler in handlers.items():
         apis.register(key, *VERSIONS[key], handler)
-    return h
 
 
 async def _ask(call: Awaitable[T]) -> T | None:

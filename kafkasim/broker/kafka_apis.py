@@ -12,7 +12,11 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any
 
-from kafkasim.broker import admin_apis, controller_apis, producer_id_manager
+from kafkasim.broker import admin_apis, controller_apis
+from kafkasim.broker import producer_id_manager as producer_id_manager_module
+from kafkasim.broker.admin_apis import AdminApis, AdminManager
+from kafkasim.broker.controller_apis import ControllerApis
+from kafkasim.broker.group.apis import GroupApis
 from kafkasim.broker.delayed_topic_ops import DelayedCreatePartitions
 from kafkasim.broker.group.apis import register as register_group_apis
 from kafkasim.broker.replica_manager import FetchSpec
@@ -29,8 +33,16 @@ from kafkasim.protocol.messages.produce import ProduceRequest, ProduceResponse
 from kafkasim.protocol.primitives import Message
 
 if TYPE_CHECKING:
+    from kafkasim.broker.config import BrokerConfig
+    from kafkasim.broker.controller.kafka_controller import KafkaController
+    from kafkasim.broker.group.coordinator import GroupCoordinator
+    from kafkasim.broker.metadata_cache import MetadataCache
+    from kafkasim.broker.producer_id_manager import ZkProducerIdManager
+    from kafkasim.broker.replica_manager import ReplicaManager
+    from kafkasim.broker.topic_admin import TopicAdmin
+    from kafkasim.broker.zk.kafka_zk_client import KafkaZkClient
+    from kafkasim.runtime.api import NodeRuntime
     from kafkasim.broker.partition import Partition
-    from kafkasim.broker.server import KafkaServer
 
 # api key -> (min, max) advertised by the core handlers below; feature modules (groups, admin,
 # idempotence, ...) add theirs with KafkaApis.register().
@@ -49,11 +61,25 @@ MAX_TIMESTAMP = -3
 ZERO_UUID = bytes(16)
 
 Handler = Callable[[RequestHeader, Any], Awaitable[Message | None]]
+# Creates a topic: (name, partitions, replication factor, assignment, configs[, validate_only])
+# -> (partitions, replication factor); TopicAdmin.create_topic.
+CreateTopic = Callable[..., Awaitable[tuple[int, int]]]
 
 
 class KafkaApis:
-    def __init__(self, server: KafkaServer) -> None:
-        self.server = server
+    def __init__(self, rt: NodeRuntime, config: BrokerConfig, replica_manager: ReplicaManager,
+                 metadata_cache: MetadataCache, controller: KafkaController, topic_admin: TopicAdmin,
+                 group_coordinator: GroupCoordinator, admin_manager: AdminManager,
+                 producer_id_manager: ZkProducerIdManager, kzk: KafkaZkClient,
+                 broker_epoch: Callable[[], int]) -> None:
+        """`broker_epoch` is read per request (it changes when the broker re-registers)."""
+        self.rt = rt
+        self.config = config
+        self.replica_manager = replica_manager
+        self.metadata_cache = metadata_cache
+        self.controller = controller
+        self.topic_admin = topic_admin
+        self.group_coordinator = group_coordinator
         self.supported: dict[int, tuple[int, int]] = {}
         self.handlers: dict[int, Handler] = {}
         core: dict[int, Handler] = {
@@ -66,10 +92,16 @@ class KafkaApis:
         }
         for key, handler in core.items():
             self.register(key, *CORE_VERSIONS[key], handler)
-        self.group_coordinator = register_group_apis(self)
-        producer_id_manager.register(self)  # InitProducerId (the idempotent producer)
-        self.admin = admin_apis.register(self)  # DeleteTopics, CreatePartitions, configs, DeleteRecords, ...
-        self.controller_apis = controller_apis.register(self)  # LeaderAndIsr, UpdateMetadata, StopReplica, ...
+        register_group_apis(self, GroupApis(rt, config, metadata_cache, group_coordinator,
+                                            topic_admin.create_topic))
+        producer_id_manager_module.register(self, producer_id_manager)  # InitProducerId (the idempotent producer)
+        # DeleteTopics, CreatePartitions, configs, DeleteRecords, ...
+        admin_apis.register(self, AdminApis(rt, config, admin_manager, replica_manager, metadata_cache, kzk,
+                                            topic_admin))
+        # LeaderAndIsr, UpdateMetadata, StopReplica, ...
+        self.controller_apis = ControllerApis(rt, replica_manager, metadata_cache, controller, group_coordinator,
+                                              topic_admin, broker_epoch)
+        controller_apis.register(self, self.controller_apis)
 
     def register(self, api_key: int, min_version: int, max_version: int, handler: Handler) -> None:
         """Advertise [min, max] for api_key and route its requests to handler. Only what is
@@ -92,8 +124,7 @@ class KafkaApis:
 
     # ---------------------------------------------------------------- Metadata
     async def handle_metadata(self, header: RequestHeader, req: MetadataRequest) -> Message:
-        s = self.server
-        cache = s.metadata_cache
+        cache = self.metadata_cache
         version = header.request_api_version
         if req.topics is None or (version == 0 and not req.topics):
             names = sorted(cache.topics)
@@ -102,7 +133,7 @@ class KafkaApis:
         allow_create = req.allow_auto_topic_creation if version >= 4 else True
         topics = []
         for name in names:
-            topics.append(await self._topic_metadata(name, allow_create and s.config.auto_create_topics_enable))
+            topics.append(await self._topic_metadata(name, allow_create and self.config.auto_create_topics_enable))
         brokers = [MetadataResponse.MetadataResponseBroker(node_id=b.broker_id, host=b.host, port=b.port, rack=b.rack)
                    for b in sorted(cache.brokers.values(), key=lambda b: b.broker_id)]
         return MetadataResponse(throttle_time_ms=0, brokers=brokers, cluster_id=cache.cluster_id,
@@ -113,24 +144,24 @@ class KafkaApis:
         T = MetadataResponse.MetadataResponseTopic
         if name is None:
             return T(error_code=E.UNKNOWN_TOPIC_OR_PARTITION, name=None, topic_id=ZERO_UUID, partitions=[])
-        cache = self.server.metadata_cache
+        cache = self.metadata_cache
         meta = cache.topic(name)
         if meta is None:
             if not auto_create:
                 return T(error_code=E.UNKNOWN_TOPIC_OR_PARTITION, name=name, topic_id=ZERO_UUID, partitions=[])
-            if self.server.config.broker_id not in cache.brokers:
+            if self.config.broker_id not in cache.brokers:
                 # No UpdateMetadata yet (just started): the live brokers are unknown, so the
                 # replicas cannot be assigned. Not ready — the client asks again.
                 return T(error_code=E.LEADER_NOT_AVAILABLE, name=name, topic_id=ZERO_UUID, partitions=[])
             try:
-                await self.server.create_topic(name, -1, -1, None, {})
+                await self.topic_admin.create_topic(name, -1, -1, None, {})
             except TopicError as exc:
                 code = exc.error_code if exc.error_code != E.TOPIC_ALREADY_EXISTS else E.LEADER_NOT_AVAILABLE
                 return T(error_code=code, name=name, topic_id=ZERO_UUID, partitions=[])
             # As Kafka answers a Metadata request that auto-created the topic: not ready yet.
             return T(error_code=E.LEADER_NOT_AVAILABLE, name=name, topic_id=ZERO_UUID, partitions=[])
         P = T.MetadataResponsePartition
-        alive = self.server.metadata_cache.brokers
+        alive = self.metadata_cache.brokers
         parts = []
         for i, pm in sorted(meta.partitions.items()):
             # A leader that is not a live broker is no leader (Kafka's ZkMetadataCache).
@@ -149,8 +180,8 @@ class KafkaApis:
     async def handle_produce(self, header: RequestHeader, req: ProduceRequest) -> Message | None:
         """Append every partition, then — for acks=all — wait for each append to be replicated
         (DelayedProduce: until the high watermark passes it, or the request's timeout_ms)."""
-        rm = self.server.replica_manager
-        rt = self.server.rt
+        rm = self.replica_manager
+        rt = self.rt
         acks = req.acks
         deadline = rt.monotonic_ms() + max(0, req.timeout_ms)
         R = ProduceResponse.TopicProduceResponse
@@ -190,8 +221,8 @@ class KafkaApis:
                            p.current_leader_epoch if version >= 9 else -1, p.log_start_offset if version >= 5 else -1)
                  for t in req.topics for p in t.partitions]
         committed = req.isolation_level == 1
-        max_bytes = min(req.max_bytes, self.server.config.fetch_max_bytes)
-        results = await self.server.replica_manager.fetch_messages(specs, req.max_wait_ms, req.min_bytes,
+        max_bytes = min(req.max_bytes, self.config.fetch_max_bytes)
+        results = await self.replica_manager.fetch_messages(specs, req.max_wait_ms, req.min_bytes,
                                                                    max_bytes, committed, req.replica_id)
         FT = FetchResponse.FetchableTopicResponse
         PD = FT.PartitionData
@@ -209,7 +240,7 @@ class KafkaApis:
 
     # ---------------------------------------------------------------- ListOffsets
     async def handle_list_offsets(self, header: RequestHeader, req: ListOffsetsRequest) -> Message:
-        rm = self.server.replica_manager
+        rm = self.replica_manager
         version = header.request_api_version
         TR = ListOffsetsResponse.ListOffsetsTopicResponse
         PR = TR.ListOffsetsPartitionResponse
@@ -253,10 +284,9 @@ class KafkaApis:
         broker answers); the answer waits until every new partition has a leader in this
         broker's metadata (DelayedCreatePartitions) or timeout_ms passes (REQUEST_TIMED_OUT)."""
         R = CreateTopicsResponse.CreatableTopicResult
-        s = self.server
         results = []
         waiting: list[tuple[Any, str, int]] = []
-        is_controller = s.controller is not None and s.controller.is_active
+        is_controller = self.controller.is_active
         for t in req.topics:
             assignment = {a.partition_index: list(a.broker_ids) for a in t.assignments} or None
             configs = {c.name: c.value for c in t.configs if c.value is not None}
@@ -266,7 +296,7 @@ class KafkaApis:
                                  num_partitions=-1, replication_factor=-1, configs=None))
                 continue
             try:
-                n, rf = await s.create_topic(t.name, t.num_partitions, t.replication_factor, assignment,
+                n, rf = await self.topic_admin.create_topic(t.name, t.num_partitions, t.replication_factor, assignment,
                                              configs, validate_only=req.validate_only)
                 r = R(name=t.name, topic_id=ZERO_UUID, error_code=E.NONE, error_message=None, num_partitions=n,
                       replication_factor=rf, configs=[])
@@ -277,9 +307,9 @@ class KafkaApis:
                 results.append(R(name=t.name, topic_id=ZERO_UUID, error_code=exc.error_code, error_message=str(exc),
                                  num_partitions=-1, replication_factor=-1, configs=None))
         if waiting and req.timeout_ms > 0:
-            cache = s.metadata_cache
+            cache = self.metadata_cache
             op = DelayedCreatePartitions(cache, [(name, n) for _, name, n in waiting], req.timeout_ms)
-            ready = await s.wait_for_topic_operation(op, req.timeout_ms)
+            ready = await self.topic_admin.wait_for_topic_operation(op, req.timeout_ms)
             for r, name, n in waiting:
                 meta = cache.topic(name)
                 if meta is not None:

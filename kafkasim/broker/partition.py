@@ -158,11 +158,16 @@ class DelayedOperations:
 
     def check_and_complete_all(self) -> None:
         self.purgatory.check_and_complete(self.key)
+# Sends a proposed ISR to the controller: (partition, proposed ISR, leader recovery state).
+AlterPartitionSubmitter = Callable[["Partition", list[int], int], None]
 
 
 class Partition:
     def __init__(self, topic: str, index: int, log: Log, leader_epoch: int, is_leader: bool,
-                 local_broker_id: int = 0, high_watermark: int | None = None) -> None:
+                 local_broker_id: int = 0, high_watermark: int | None = None, *,
+                 now_ms: Callable[[], float] = lambda: 0.0, replica_lag_time_max_ms: int = 30000,
+                 alter_partition: AlterPartitionSubmitter | None = None,
+                 delayed_operations: DelayedOperations | None = None) -> None:
         self.topic, self.index, self.log = topic, index, log
         self.local_broker_id = local_broker_id
         self.leader_epoch = leader_epoch
@@ -176,13 +181,15 @@ class Partition:
         self.remote_replicas: dict[int, Replica] = {}
         # Kafka's defaults until the topic's configs are applied (AdminManager.apply_topic_config).
         self.min_insync_replicas = 1
-        self.replica_lag_time_max_ms = 30000
-        self.now_ms: Callable[[], float] = lambda: 0.0
-        # AlterPartition submitter, set by the ReplicaManager: (partition, proposed ISR, recovery state).
-        self.alter_partition: Callable[[Partition, list[int], int], None] | None = None
+        self.replica_lag_time_max_ms = replica_lag_time_max_ms   # replica.lag.time.max.ms
+        self.now_ms = now_ms                                     # the runtime's monotonic clock
+        # Where ISR changes go (the ReplicaManager's AlterPartitionManager); None: nowhere, as for
+        # a partition without a controller.
+        self.alter_partition = alter_partition
         self.on_high_watermark_change: Callable[[Partition], None] | None = None
-        # The purgatory this partition's changes complete requests in (set by the ReplicaManager).
-        self.delayed_operations: DelayedOperations | None = None
+        # The requests (DelayedProduce/DelayedFetch) this partition's changes complete; None for
+        # a partition outside a ReplicaManager (unit tests).
+        self.delayed_operations = delayed_operations
         self.offline = False
         # A restarted replica resumes from its checkpointed high watermark (0 without one): what
         # it had beyond was never known to be committed.

@@ -23,7 +23,6 @@ as fatal, so a transactional producer fails at once instead of retrying forever.
 from __future__ import annotations
 
 import json
-from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -116,8 +115,8 @@ class ZkProducerIdManager:
     """Hands out producer ids from the block this broker claimed; claims the next block when
     the current one is used up. One claim at a time: concurrent callers wait for it."""
 
-    def __init__(self, rt: NodeRuntime, broker_id: int, zk: Callable[[], ZkClient | None]) -> None:
-        self.rt, self.broker_id, self._zk = rt, broker_id, zk
+    def __init__(self, rt: NodeRuntime, broker_id: int, zk: ZkClient) -> None:
+        self.rt, self.broker_id, self.zk = rt, broker_id, zk
         self.block: ProducerIdsBlock | None = None
         self.next_producer_id = 0
         self._claiming: Future[Any] | None = None
@@ -130,12 +129,9 @@ class ZkProducerIdManager:
             if self._claiming is not None:
                 await self._claiming
                 continue
-            zk = self._zk()
-            if zk is None:
-                raise CoordinationError("not connected to ZooKeeper")
             self._claiming = fut = self.rt.future()
             try:
-                self.block = await claim_producer_id_block(zk, self.broker_id)
+                self.block = await claim_producer_id_block(self.zk, self.broker_id)
                 self.next_producer_id = self.block.first_producer_id
                 self.rt.trace("producer_id_block", broker=self.broker_id, first=self.block.first_producer_id,
                               last=self.block.last_producer_id)
@@ -167,9 +163,6 @@ class InitProducerIdApi:
                                       producer_epoch=epoch)
 
 
-def register(apis: KafkaApis) -> ZkProducerIdManager:
+def register(apis: KafkaApis, manager: ZkProducerIdManager) -> None:
     """Add InitProducerId to the broker's APIs (one call from KafkaApis)."""
-    server = apis.server
-    manager = ZkProducerIdManager(server.rt, server.config.broker_id, lambda: server.zk)
     apis.register(A.INIT_PRODUCER_ID, *INIT_PRODUCER_ID_VERSIONS, InitProducerIdApi(manager).handle)
-    return manager

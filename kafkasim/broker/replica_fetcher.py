@@ -34,8 +34,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from kafkasim.broker.network_client import NetworkClient
 from kafkasim.broker.zk import zk_data as Z
+from kafkasim.client.network_client import NetworkClient
 from kafkasim.protocol import errors as E
 from kafkasim.protocol.messages.fetch import FetchRequest
 from kafkasim.protocol.messages.list_offsets import ListOffsetsRequest

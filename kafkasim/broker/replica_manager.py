@@ -23,7 +23,7 @@ handleLogDirFailure with notifyController).
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Coroutine
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from kafkasim.broker.alter_partition_manager import AlterPartitionManager
@@ -41,9 +41,9 @@ from kafkasim.broker.replica_fetcher import PartitionFetchState, ReplicaFetcherM
 from kafkasim.broker.zk import zk_data as Z
 from kafkasim.config import setting
 from kafkasim.protocol import errors as E
-from kafkasim.runtime.api import FileSystem, NodeRuntime, Task
+from kafkasim.runtime.api import FileSystem, NodeRuntime, Task, ZkClient
 from kafkasim.storage.log import AppendInfo, KafkaStorageError, LogConfig
-from kafkasim.storage.log_manager import LogManager, LogManagerConfig
+from kafkasim.storage.log_manager import LogManager
 
 if TYPE_CHECKING:
     from kafkasim.broker.metadata_cache import MetadataCache
@@ -101,49 +101,59 @@ class LeaderAndIsrPartition:
     state: PartitionState
 
 
-@dataclass
+# What the ReplicaManager applies to a topic's partitions when it creates one: the topic's
+# effective log config and min.insync.replicas (the admin manager's topic_log_config).
+TopicConfigSource = Callable[[str], Awaitable[tuple[LogConfig, int]]]
+
+
 class ReplicaManager:
-    rt: NodeRuntime
-    log_dir: str
-    log_config: LogConfig
-    partitions: dict[tuple[str, int], Partition] = field(default_factory=dict)
-    # Called with (topic, partition, leader epoch) whenever this broker becomes (or stays) the
-    # leader — Kafka's onLeadershipChange, how the group coordinator learns it owns a partition.
-    leadership_listeners: list[Callable[[str, int, int], None]] = field(default_factory=list)
-    # Called with (topic, partition, leader epoch or None) when this broker stops leading it.
-    resignation_listeners: list[Callable[[str, int, int | None], None]] = field(default_factory=list)
-
-    log_manager: LogManager | None = None
-    log_manager_config: LogManagerConfig | None = None  # log.retention.check.interval.ms, log.cleaner.*
-    broker_id: int = 0
-    broker_epoch: int = -1
-    controller_epoch: int = 0       # KafkaController.InitialControllerEpoch
-    replication: ReplicationConfig = field(default_factory=ReplicationConfig)
-    metadata: MetadataCache | None = None
-    topic_ids: dict[str, bytes] = field(default_factory=dict)
-    # Applies the topic's configs (log config, min.insync.replicas) to its partitions.
-    topic_configurer: Callable[[str], Awaitable[None]] | None = None
-    # Announces a log dir failure to the controller (/log_dir_event_notification).
-    log_dir_failure_notifier: Callable[[], Coroutine[Any, Any, None]] | None = None
-    offline: bool = False
-    # inter.broker.protocol.version < 2.7: ISR changes go to ZooKeeper directly (see
-    # alter_partition_manager.py); needs the broker's ZooKeeper client.
-    zk_isr_updates: bool = False
-    zk: Any | None = None
-    # DelayedProduce and DelayedFetch (and the group coordinator's acks=all appends).
-    delayed_request_purgatory: DelayedOperationPurgatory = None  # type: ignore[assignment]
-
-    def __post_init__(self) -> None:
-        if self.log_manager is None:
-            self.log_manager = LogManager(self.rt, self.log_dir, self.log_config, self.log_manager_config)
+    def __init__(self, rt: NodeRuntime, log_manager: LogManager, *, broker_id: int,
+                 metadata_cache: MetadataCache, broker_epoch: Callable[[], int],
+                 replication: ReplicationConfig | None = None,
+                 topic_configs: TopicConfigSource | None = None,
+                 log_dir_failure_notifier: Callable[[], Coroutine[Any, Any, None]] | None = None,
+                 isr_zk: ZkClient | None = None,
+                 delayed_request_purgatory: DelayedOperationPurgatory | None = None) -> None:
+        """`broker_epoch` is read at each use: it changes when the broker re-registers in
+        ZooKeeper after a session expiry. `topic_configs` is None for a broker without dynamic
+        configs (tests): partitions then keep the log manager's default config.
+        `isr_zk`: with inter.broker.protocol.version < 2.7 ISR changes are written to ZooKeeper
+        directly (see alter_partition_manager.py) — through this client; None: AlterPartition."""
+        self.rt = rt
+        self.log_manager = log_manager
+        self.log_config: LogConfig = log_manager.default_config
+        self.broker_id = broker_id
+        self.metadata_cache = metadata_cache
+        self.replication = replication or ReplicationConfig()
+        self.topic_configs = topic_configs
+        # Announces a log dir failure to the controller (/log_dir_event_notification).
+        self.log_dir_failure_notifier = log_dir_failure_notifier
+        self.partitions: dict[TopicPartition, Partition] = {}
+        # Called with (topic, partition, leader epoch) whenever this broker becomes (or stays) the
+        # leader — Kafka's onLeadershipChange, how the group coordinator learns it owns a
+        # partition; and with (topic, partition, leader epoch or None) when it stops leading.
+        # Observers, not dependencies: the group coordinator writes through this ReplicaManager,
+        # so it is built after it and subscribes (KafkaServer.startup).
+        self.leadership_listeners: list[Callable[[str, int, int], None]] = []
+        self.resignation_listeners: list[Callable[[str, int, int | None], None]] = []
+        self.controller_epoch = 0       # KafkaController.InitialControllerEpoch
+        self.topic_ids: dict[str, bytes] = {}
+        self.offline = False
+        # DelayedProduce and DelayedFetch (and the group coordinator's acks=all appends). Kafka
+        # has a Produce and a Fetch purgatory; one here, so that a partition's change wakes the
+        # requests waiting on it in the order they began to wait, whatever their kind.
+        self.delayed_request_purgatory = (DelayedOperationPurgatory(rt, "ProduceFetch")
+                                          if delayed_request_purgatory is None else delayed_request_purgatory)
         self.fetcher_manager = ReplicaFetcherManager(self)
-        self.alter_partition_manager = AlterPartitionManager(self)
-        if self.delayed_request_purgatory is None:
-            # Kafka has a Produce and a Fetch purgatory; one here, so that a partition's change
-            # wakes the requests waiting on it in the order they began to wait, whatever kind.
-            self.delayed_request_purgatory = DelayedOperationPurgatory(self.rt, "ProduceFetch")
+        self.alter_partition_manager = AlterPartitionManager(
+            rt, broker_id, broker_epoch, metadata_cache, self.replication.request_timeout_ms,
+            topic_ids=self.topic_ids, controller_epoch=lambda: self.controller_epoch, isr_zk=isr_zk)
         self._isr_task: Task | None = None
         self._failure_handled = False
+
+    @property
+    def log_dir(self) -> str:
+        return self.log_manager.log_dir
 
     @property
     def fs(self) -> FileSystem:
@@ -155,7 +165,6 @@ class ReplicaManager:
     async def startup(self) -> None:
         """Load (recovering) every log in the log dir and start the storage jobs; start the ISR
         expiration task and the AlterPartition sender."""
-        assert self.log_manager is not None
         await self.log_manager.startup()
         self.alter_partition_manager.start()
         if self._isr_task is None:
@@ -163,7 +172,6 @@ class ReplicaManager:
 
     # ---------------------------------------------------------------- partitions
     async def _get_or_create_partition(self, topic: str, partition: int, topic_id: bytes | None) -> Partition:
-        assert self.log_manager is not None
         p = self.partitions.get((topic, partition))
         if p is not None:
             return p
@@ -172,16 +180,22 @@ class ReplicaManager:
         if p is not None:
             return p
         hw = self.log_manager.high_watermark_checkpoint.get((topic, partition), 0)
-        p = Partition(topic, partition, log, -1, False, local_broker_id=self.broker_id, high_watermark=hw)
-        p.now_ms = self.rt.monotonic_ms
-        p.replica_lag_time_max_ms = self.replication.replica_lag_time_max_ms
-        p.alter_partition = self.alter_partition_manager.submit
-        p.delayed_operations = DelayedOperations(self.delayed_request_purgatory,
-                                                 TopicPartitionOperationKey(topic, partition))
+        p = Partition(topic, partition, log, -1, False, local_broker_id=self.broker_id, high_watermark=hw,
+                      now_ms=self.rt.monotonic_ms, replica_lag_time_max_ms=self.replication.replica_lag_time_max_ms,
+                      alter_partition=self.alter_partition_manager.submit,
+                      delayed_operations=DelayedOperations(self.delayed_request_purgatory,
+                                                           TopicPartitionOperationKey(topic, partition)))
         self.partitions[(topic, partition)] = p
-        if self.topic_configurer is not None:
-            await self.topic_configurer(topic)
+        if self.topic_configs is not None:
+            self.apply_topic_config(topic, *await self.topic_configs(topic))
         return p
+
+    def apply_topic_config(self, topic: str, log_config: LogConfig, min_insync_replicas: int) -> None:
+        """A topic's configs changed (or it got a partition here): its partitions use them at once."""
+        for (t, _), part in sorted(self.partitions.items()):
+            if t == topic:
+                part.log.config = log_config
+                part.min_insync_replicas = min_insync_replicas
 
     async def make_leader(self, topic: str, partition: int, leader_epoch: int,
                           topic_id: bytes | None = None) -> Partition:
@@ -267,8 +281,8 @@ class ReplicaManager:
     def _broker(self, broker_id: int, live_leaders: dict[int, Z.BrokerInfo]) -> Z.BrokerInfo | None:
         if broker_id < 0:
             return None
-        if self.metadata is not None and broker_id in self.metadata.brokers:
-            return self.metadata.brokers[broker_id]
+        if broker_id in self.metadata_cache.brokers:
+            return self.metadata_cache.brokers[broker_id]
         return live_leaders.get(broker_id)
 
     # ---------------------------------------------------------------- StopReplica
@@ -426,7 +440,7 @@ class ReplicaManager:
         """handleLogDirFailure: once, when the log dir went offline (a Log's I/O error takes
         the LogManager's whole dir offline)."""
         lm = self.log_manager
-        if self._failure_handled or lm is None or not lm.offline:
+        if self._failure_handled or not lm.offline:
             return
         self._failure_handled = True
         self.offline = True
@@ -451,5 +465,4 @@ class ReplicaManager:
             self._isr_task.cancel()
         self.fetcher_manager.shutdown()
         self.alter_partition_manager.shutdown()
-        assert self.log_manager is not None
         await self.log_manager.shutdown()

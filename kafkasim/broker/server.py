@@ -17,23 +17,28 @@ stops serving, fetching and writing, and closes its ZooKeeper session.
 from __future__ import annotations
 
 import datetime
+import functools
 
-from kafkasim.broker.admin_utils import AssignmentError, BrokerMetadata, assign_replicas_to_brokers
+from kafkasim.broker.admin_apis import AdminManager
 from kafkasim.broker.config import BrokerConfig
 from kafkasim.broker.controller.kafka_controller import KafkaController
-from kafkasim.broker.delayed_topic_ops import DelayedCreatePartitions, DelayedDeleteTopics
+from kafkasim.broker.group.coordinator import GroupCoordinator
+from kafkasim.broker.group.manager import GROUP_METADATA_TOPIC_NAME
 from kafkasim.broker.kafka_apis import KafkaApis
 from kafkasim.broker.metadata_cache import MetadataCache
-from kafkasim.broker.network_client import NetworkClient
+from kafkasim.broker.producer_id_manager import ZkProducerIdManager
 from kafkasim.broker.purgatory import DelayedOperationPurgatory
 from kafkasim.broker.replica_manager import ReplicaManager, ReplicationConfig
 from kafkasim.broker.socket_server import SocketServer
+from kafkasim.broker.topic_admin import TopicAdmin
 from kafkasim.broker.zk import zk_data as Z
-from kafkasim.broker.zk.kafka_zk_client import KafkaZkClient, TopicError, validate_topic_name
+from kafkasim.broker.zk.kafka_zk_client import KafkaZkClient
 from kafkasim.broker.zk.zookeeper_client import ZooKeeperClient
+from kafkasim.client.network_client import NetworkClient
 from kafkasim.protocol import errors as E
 from kafkasim.protocol.messages.controlled_shutdown import ControlledShutdownRequest
 from kafkasim.runtime.api import NetworkError, NodeExistsError, NodeRuntime, RuntimeTimeout
+from kafkasim.storage.log_manager import LogManager
 
 META_PROPERTIES = "meta.properties"
 CONTROLLED_SHUTDOWN_VERSION = 3
@@ -62,27 +67,26 @@ def parse_properties(data: bytes) -> dict[str, str]:
 
 
 class KafkaServer:
+    """The composition root: startup() builds every component in Kafka's order, each with only
+    what it uses, at the point where what it needs is known (the broker id and the cluster id come
+    from ZooKeeper, the port from the bound listener). The attributes below are None until startup
+    has built them; code above the broker (the harness, tests) reads them."""
+
     def __init__(self, rt: NodeRuntime, config: BrokerConfig) -> None:
         self.rt = rt
         self.config = config
-        self.metadata_cache = MetadataCache()
-        self.replica_manager = ReplicaManager(rt, config.log_dir, config.log_config(),
-                                              log_manager_config=config.log_manager_config(),
-                                              replication=_replication_config(config))
-        self.replica_manager.metadata = self.metadata_cache
-        self.apis = KafkaApis(self)
-        self.socket_server = SocketServer(self)
+        self.port = config.port
+        # The czxid of /brokers/ids/<id>: set at each registration (a new ZooKeeper session
+        # registers again), so components read it through a callable, never a copy.
+        self.broker_epoch = -1
         self.zk: ZooKeeperClient | None = None
         self.kzk: KafkaZkClient | None = None
+        self.metadata_cache: MetadataCache | None = None
+        self.replica_manager: ReplicaManager | None = None
+        self.socket_server: SocketServer | None = None
         self.controller: KafkaController | None = None
-        self.broker_epoch = -1
-        self.port = config.port
-        # DelayedCreatePartitions / DelayedDeleteTopics (Kafka's ZkAdminManager.topicPurgatory).
-        self.topic_purgatory = DelayedOperationPurgatory(rt, "topic")
-        rm = self.replica_manager
-        rm.topic_configurer = self.apis.admin.apply_topic_config
-        rm.log_dir_failure_notifier = self._propagate_log_dir_event
-        rm.resignation_listeners.append(self._on_resignation)
+        self.group_coordinator: GroupCoordinator | None = None
+        self.apis: KafkaApis | None = None
 
     @property
     def controller_epoch(self) -> int:
@@ -93,50 +97,70 @@ class KafkaServer:
         rt, cfg = self.rt, self.config
         rt.fs.mkdir(cfg.log_dir)
         meta = self._read_meta_properties()
-        self.zk = ZooKeeperClient(rt, cfg.zookeeper_session_timeout_ms)
-        await self.zk.connect()
-        self.kzk = KafkaZkClient(rt, self.zk)
-        self.replica_manager.zk = self.zk
-        self.replica_manager.zk_isr_updates = _ibp_before(cfg, (2, 7))
-        await self.kzk.create_top_level_paths()
+        self.zk = zk = ZooKeeperClient(rt, cfg.zookeeper_session_timeout_ms)
+        await zk.connect()
+        self.kzk = kzk = KafkaZkClient(rt, zk)
+        await kzk.create_top_level_paths()
         proposed = meta.get("cluster.id") or Z.uuid_to_str(rt.rng("cluster-id").randbytes(16))
-        cluster_id = await self.kzk.get_or_create_cluster_id(proposed)
+        cluster_id = await kzk.get_or_create_cluster_id(proposed)
         if meta.get("cluster.id") and meta["cluster.id"] != cluster_id:
             raise InconsistentClusterIdError(
                 f"The Cluster ID {cluster_id} doesn't match stored clusterId {meta['cluster.id']} in meta.properties")
-        await self._resolve_broker_id(meta)
+        await self._resolve_broker_id(kzk, meta)
         if not meta:
             await self._write_meta_properties(cluster_id)
-        self.metadata_cache.cluster_id = cluster_id
-        self.replica_manager.broker_id = cfg.broker_id
-        await self.replica_manager.startup()
-        self.port = await self.socket_server.start(cfg.host, cfg.port)
-        await self.register_broker_in_zk()
-        self.controller = KafkaController(self, self.zk)
-        self.controller.startup()
+        self.metadata_cache = cache = MetadataCache(cluster_id=cluster_id)
+        # Built now, bound after the logs are loaded (as Kafka's, whose bound port the broker
+        # registration and the static `listeners` config report).
+        self.socket_server = socket_server = SocketServer(rt, cfg)
+        # DelayedCreatePartitions / DelayedDeleteTopics (Kafka's ZkAdminManager.topicPurgatory).
+        topic_admin = TopicAdmin(rt, cfg, kzk, cache, DelayedOperationPurgatory(rt, "topic"))
+        log_manager = LogManager(rt, cfg.log_dir, cfg.log_config(), cfg.log_manager_config())
+        admin_manager = AdminManager(cfg, zk, cache, log_manager.default_config, socket_server.bound_port)
+        self.replica_manager = rm = ReplicaManager(
+            rt, log_manager, broker_id=cfg.broker_id, metadata_cache=cache, broker_epoch=self._broker_epoch,
+            replication=_replication_config(cfg), topic_configs=admin_manager.topic_log_config,
+            log_dir_failure_notifier=functools.partial(_propagate_log_dir_event, rt, zk, cfg.broker_id),
+            isr_zk=zk if _ibp_before(cfg, (2, 7)) else None,
+            delayed_request_purgatory=DelayedOperationPurgatory(rt, "ProduceFetch"))
+        await rm.startup()
+        self.port = await socket_server.start()
+        register_broker = functools.partial(self._register_broker, kzk)
+        await register_broker()
+        self.controller = controller = KafkaController(rt, cfg, zk, cache, register_broker)
+        controller.startup()
+        self.group_coordinator = coordinator = GroupCoordinator(rt, cfg, rm, cache)
+        # The coordinator writes through the ReplicaManager, so it comes after it and subscribes
+        # to its leadership changes (leading an offsets partition = coordinating its groups).
+        rm.leadership_listeners.append(coordinator.on_leadership_change)
+        rm.resignation_listeners.append(functools.partial(_on_resignation, coordinator))
+        self.apis = apis = KafkaApis(rt, cfg, rm, cache, controller, topic_admin, coordinator, admin_manager,
+                                     ZkProducerIdManager(rt, cfg.broker_id, zk), kzk, self._broker_epoch)
         # Requests are processed only now, as Kafka's startProcessingRequests at the end of
         # startup: a client that connects earlier waits rather than seeing no topics.
-        self.socket_server.start_processing()
+        socket_server.enable_request_processing(apis)
         rt.trace("broker_started", broker_id=cfg.broker_id, port=self.port, cluster_id=cluster_id,
                  broker_epoch=self.broker_epoch)
 
-    async def _resolve_broker_id(self, meta: dict[str, str]) -> None:
+    def _broker_epoch(self) -> int:
+        return self.broker_epoch
+
+    async def _resolve_broker_id(self, kzk: KafkaZkClient, meta: dict[str, str]) -> None:
         """broker.id; unset (< 0): meta.properties's, else reserved.broker.max.id + the
         /brokers/seqid sequence (broker.id.generation.enable)."""
-        assert self.kzk is not None
         if self.config.broker_id >= 0:
             return
         if meta.get("broker.id"):
             self.config.broker_id = int(meta["broker.id"])
         else:
-            self.config.broker_id = await self.kzk.generate_broker_sequence_id()
+            self.config.broker_id = await kzk.generate_broker_sequence_id()
         self.rt.trace("broker_id_generated", broker_id=self.config.broker_id)
 
-    async def register_broker_in_zk(self) -> None:
-        assert self.kzk is not None
+    async def _register_broker(self, kzk: KafkaZkClient) -> None:
+        """/brokers/ids/<id> (ephemeral): at startup, and again by the controller in each new
+        ZooKeeper session."""
         cfg = self.config
-        self.broker_epoch = await self.kzk.register_broker(cfg.broker_id, cfg.host, self.port, cfg.rack)
-        self.replica_manager.broker_epoch = self.broker_epoch
+        self.broker_epoch = await kzk.register_broker(cfg.broker_id, cfg.host, self.port, cfg.rack)
 
     def _read_meta_properties(self) -> dict[str, str]:
         path = f"{self.config.log_dir}/{META_PROPERTIES}"
@@ -159,90 +183,20 @@ class KafkaServer:
         fs.rename(f"{d}/{META_PROPERTIES}.tmp", f"{d}/{META_PROPERTIES}")
         await fs.fsync_dir(d)
 
-    # ---------------------------------------------------------------- metadata events
-    def on_metadata_updated(self) -> None:
-        """UpdateMetadata applied: check the requests waiting for topics to appear or vanish
-        (Kafka's DelayedCreatePartitions / DelayedDeleteTopics) — every one of them, in the
-        order they began to wait."""
-        self.topic_purgatory.check_and_complete_all()
-
-    async def wait_for_topic_operation(self, op: DelayedCreatePartitions | DelayedDeleteTopics,
-                                       timeout_ms: float) -> bool:
-        """Wait until op completes (True) or timeout_ms passes (False)."""
-        deadline = self.rt.monotonic_ms() + max(0.0, timeout_ms)
-        return await self.topic_purgatory.await_completion(op, op.operation_keys(), deadline)
-
-    async def on_partitions_deleted(self, deleted: list[tuple[str, int]]) -> None:
-        """A topic left the metadata cache (deletion): its groups' offsets go (Kafka's
-        handleUpdateMetadataRequest -> GroupCoordinator.onPartitionsDeleted)."""
-        from kafkasim.broker.group.metadata import TopicPartition
-        coordinator = self.apis.group_coordinator
-        if coordinator is not None and coordinator.is_active:
-            await coordinator.on_partitions_deleted([TopicPartition(t, p) for t, p in deleted])
-
-    def _on_resignation(self, topic: str, partition: int, leader_epoch: int | None) -> None:
-        from kafkasim.broker.group.manager import GROUP_METADATA_TOPIC_NAME
-        if topic == GROUP_METADATA_TOPIC_NAME:
-            self.apis.group_coordinator.on_resignation(partition, leader_epoch)
-
-    async def _propagate_log_dir_event(self) -> None:
-        """LogDirEventNotification: a persistent sequential znode the controller watches."""
-        assert self.zk is not None
-        try:
-            await self.zk.create(f"{Z.LOG_DIR_EVENT_NOTIFICATION}/{Z.LOG_DIR_EVENT_PREFIX}",
-                                 Z.log_dir_event_json(self.config.broker_id), sequential=True, makepath=True)
-        except NodeExistsError:
-            pass
-        self.rt.trace("log_dir_event_propagated", broker_id=self.config.broker_id)
-
-    # ---------------------------------------------------------------- topics
-    async def create_topic(self, name: str, num_partitions: int, replication_factor: int,
-                           assignment: dict[int, list[int]] | None, configs: dict[str, str],
-                           validate_only: bool = False) -> tuple[int, int]:
-        """Validate and create a topic: its config and assignment znodes (Kafka's
-        AdminZkClient.createTopicWithAssignment); the controller, watching /brokers/topics,
-        gives its partitions leaders. Returns (partitions, replication factor)."""
-        assert self.kzk is not None
-        validate_topic_name(name)
-        if self.metadata_cache.topic(name) is not None:
-            raise TopicError(E.TOPIC_ALREADY_EXISTS, f"Topic '{name}' already exists.")
-        if assignment is None:
-            n = self.config.num_partitions if num_partitions == -1 else num_partitions
-            rf = self.config.default_replication_factor if replication_factor == -1 else replication_factor
-            assignment = self._assign_replicas(n, rf)
-        elif num_partitions != -1 or replication_factor != -1:
-            raise TopicError(E.INVALID_REQUEST,
-                             "Both numPartitions or replicationFactor and replicasAssignment were set.")
-        rf = len(next(iter(assignment.values())))
-        if validate_only:
-            return len(assignment), rf
-        await self.kzk.create_topic(name, assignment, configs)
-        self.rt.trace("topic_created", topic=name, partitions=len(assignment), replication_factor=rf,
-                      assignment={str(p): r for p, r in sorted(assignment.items())})
-        return len(assignment), rf
-
-    def _assign_replicas(self, partitions: int, rf: int) -> dict[int, list[int]]:
-        """AdminUtils.assignReplicasToBrokers over the live brokers, sorted by id (Kafka
-        iterates its metadata cache's LongMap, a hash order; with the random start index the
-        spread is the same)."""
-        brokers = [BrokerMetadata(b.broker_id, b.rack) for _, b in sorted(self.metadata_cache.brokers.items())]
-        rng = self.rt.rng("replica-assignment")
-        try:
-            return assign_replicas_to_brokers(brokers, partitions, rf, lambda n: rng.randint(0, n - 1))
-        except AssignmentError as exc:
-            raise TopicError(exc.error_code, str(exc)) from exc
-
     # ---------------------------------------------------------------- shutdown
     async def shutdown(self) -> None:
         if self.config.controlled_shutdown_enable:
             await self._controlled_shutdown()
-        self.socket_server.stop()
+        if self.socket_server is not None:
+            self.socket_server.stop()
         # As KafkaServer.shutdown: the group coordinator stops (its expiration timers and
         # purgatories with it) before the replica manager closes the logs it writes to.
-        self.apis.group_coordinator.shutdown()
+        if self.group_coordinator is not None:
+            self.group_coordinator.shutdown()
         if self.controller is not None:
             await self.controller.shutdown()
-        await self.replica_manager.shutdown()
+        if self.replica_manager is not None:
+            await self.replica_manager.shutdown()
         if self.zk is not None:
             await self.zk.close()
         self.rt.trace("broker_stopped", broker_id=self.config.broker_id)
@@ -250,43 +204,59 @@ class KafkaServer:
     async def _controlled_shutdown(self) -> None:
         """Ask the controller to move this broker's leaderships (KafkaServer.controlledShutdown).
         Skipped when no other broker is alive: there is nowhere to move them."""
-        if not [b for b in self.metadata_cache.brokers if b != self.config.broker_id]:
+        cache, rm = self.metadata_cache, self.replica_manager
+        if cache is None or rm is None or not [b for b in cache.brokers if b != self.config.broker_id]:
             return
         retries = self.config.controlled_shutdown_max_retries
         backoff = float(self.config.controlled_shutdown_retry_backoff_ms)
         for attempt in range(retries):
-            controller = self.metadata_cache.brokers.get(self.metadata_cache.controller_id)
+            controller = cache.brokers.get(cache.controller_id)
             if controller is not None:
                 try:
                     client = NetworkClient(self.rt, controller.host, controller.port,
                                            f"broker-{self.config.broker_id}-controlled-shutdown")
-                    await client.connect(self.replica_manager.replication.request_timeout_ms)
+                    await client.connect(rm.replication.request_timeout_ms)
                     try:
                         resp = await client.send(ControlledShutdownRequest(broker_id=self.config.broker_id,
                                                                            broker_epoch=self.broker_epoch),
                                                  CONTROLLED_SHUTDOWN_VERSION,
-                                                 self.replica_manager.replication.request_timeout_ms)
+                                                 rm.replication.request_timeout_ms)
                     finally:
                         client.close()
                     remaining = [(r.topic_name, r.partition_index) for r in resp.remaining_partitions]
                     self.rt.trace("controlled_shutdown_response", error=resp.error_code, remaining=len(remaining),
                                   attempt=attempt + 1)
-                    if resp.error_code == E.NONE and not self._movable(remaining):
+                    if resp.error_code == E.NONE and not self._movable(cache, remaining):
                         return
                 except (NetworkError, RuntimeTimeout):
                     pass
             await self.rt.sleep(backoff)
 
-    def _movable(self, remaining: list[tuple[str, int]]) -> list[tuple[str, int]]:
+    def _movable(self, cache: MetadataCache, remaining: list[tuple[str, int]]) -> list[tuple[str, int]]:
         """Remaining leaderships some other live ISR member could take (single-replica
         partitions stay with us whatever happens)."""
         out = []
         for t, p in remaining:
-            meta = self.metadata_cache.topic(t)
+            meta = cache.topic(t)
             pm = meta.partitions.get(p) if meta is not None else None
-            if pm is not None and any(r != self.config.broker_id and r in self.metadata_cache.brokers for r in pm.isr):
+            if pm is not None and any(r != self.config.broker_id and r in cache.brokers for r in pm.isr):
                 out.append((t, p))
         return out
+
+
+def _on_resignation(coordinator: GroupCoordinator, topic: str, partition: int, leader_epoch: int | None) -> None:
+    if topic == GROUP_METADATA_TOPIC_NAME:
+        coordinator.on_resignation(partition, leader_epoch)
+
+
+async def _propagate_log_dir_event(rt: NodeRuntime, zk: ZooKeeperClient, broker_id: int) -> None:
+    """LogDirEventNotification: a persistent sequential znode the controller watches."""
+    try:
+        await zk.create(f"{Z.LOG_DIR_EVENT_NOTIFICATION}/{Z.LOG_DIR_EVENT_PREFIX}",
+                        Z.log_dir_event_json(broker_id), sequential=True, makepath=True)
+    except NodeExistsError:
+        pass
+    rt.trace("log_dir_event_propagated", broker_id=broker_id)
 
 
 def _replication_config(cfg: BrokerConfig) -> ReplicationConfig:

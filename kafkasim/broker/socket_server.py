@@ -17,11 +17,12 @@ from kafkasim.protocol import api as A
 from kafkasim.protocol.errors import ProtocolError
 from kafkasim.protocol.framing import api_versions_unsupported_response, parse_request_frame, peek_request_ids
 from kafkasim.protocol.messages.headers import ResponseHeader
-from kafkasim.runtime.api import ConnectionClosed, FrameTooLarge, NetworkError, NodeRuntime, Server, Stream
+from kafkasim.runtime.api import ConnectionClosed, FrameTooLarge, Future, NetworkError, NodeRuntime, Server, Stream
 from kafkasim.storage.file_records import FileRecords
 
 if TYPE_CHECKING:
-    from kafkasim.broker.server import KafkaServer
+    from kafkasim.broker.config import BrokerConfig
+    from kafkasim.broker.kafka_apis import KafkaApis
 
 
 _SIZE = struct.Struct(">i")
@@ -58,18 +59,28 @@ class _IdleReaper:
 
 
 class SocketServer:
-    def __init__(self, server: KafkaServer) -> None:
-        self.server = server
+    """Built before the components that need its bound port; bound by start(); requests are
+    read only once enable_request_processing() hands it the KafkaApis (built last, as Kafka's
+    startup builds its request handler pool): until then a connection waits."""
+
+    def __init__(self, rt: NodeRuntime, config: BrokerConfig) -> None:
+        self.rt = rt
+        self.host, self.port = config.host, config.port
+        self.request_max_bytes = config.socket_request_max_bytes        # socket.request.max.bytes
+        self.connections_max_idle_ms = config.connections_max_idle_ms   # connections.max.idle.ms
         self.listener: Server | None = None
         self.connections = 0
-        self._processing: Any = None  # a future, set by start_processing() when startup is done
+        self._apis: Future[KafkaApis] = rt.future()  # resolved by enable_request_processing()
 
-    def start_processing(self) -> None:
-        self._processing.set_result(None)
+    def bound_port(self) -> int:
+        """The listener's port (the configured one until bound: port 0 binds any)."""
+        return self.listener.port if self.listener is not None else self.port
 
-    async def start(self, host: str, port: int) -> int:
-        self._processing = self.server.rt.future()
-        self.listener = await self.server.rt.net.serve(host, port, self.handle_connection)
+    def enable_request_processing(self, apis: KafkaApis) -> None:
+        self._apis.set_result(apis)
+
+    async def start(self) -> int:
+        self.listener = await self.rt.net.serve(self.host, self.port, self.handle_connection)
         return self.listener.port
 
     def stop(self) -> None:
@@ -79,18 +90,18 @@ class SocketServer:
     async def handle_connection(self, stream: Stream) -> None:
         self.connections += 1
         try:
-            await self._processing
-            await self._serve(stream)
+            apis = await self._apis
+            await self._serve(stream, apis)
         except (ConnectionClosed, NetworkError):
             pass  # the client went away; nothing of theirs is pending
         finally:
             self.connections -= 1
             stream.close()
 
-    async def _serve(self, stream: Stream) -> None:
-        rt = self.server.rt
-        max_bytes = self.server.config.socket_request_max_bytes
-        idle = _IdleReaper(rt, stream, self.server.config.connections_max_idle_ms)
+    async def _serve(self, stream: Stream, apis: KafkaApis) -> None:
+        rt = self.rt
+        max_bytes = self.request_max_bytes
+        idle = _IdleReaper(rt, stream, self.connections_max_idle_ms)
         try:
             while True:
                 try:
@@ -99,15 +110,15 @@ class SocketServer:
                     rt.trace("connection_closed", peer=list(stream.peer), reason=str(exc))
                     return
                 idle.busy()
-                reply = await self._process(memoryview(frame), stream)
+                reply = await self._process(memoryview(frame), stream, apis)
                 idle.touch()
                 if reply is False:
                     return
         finally:
             idle.stop()
 
-    async def _process(self, frame: memoryview, stream: Stream) -> bool:
-        rt, apis = self.server.rt, self.server.apis
+    async def _process(self, frame: memoryview, stream: Stream, apis: KafkaApis) -> bool:
+        rt = self.rt
         try:
             ids = peek_request_ids(frame)
             if not apis.is_supported(ids.api_key, ids.api_version):

@@ -155,7 +155,7 @@ class GroupMember:
         assert api_key is not None
         v = self.version(conn, api_key) if version is None else version
         # BrokerConnection negotiates the core APIs; the group APIs pick their version here.
-        return await conn.within(conn._send(api_key, v, body), self.config.request_timeout_ms)
+        return await conn.within(conn.send_at(v, body), self.config.request_timeout_ms)
 
     async def find_coordinator(self, attempts: int = 100) -> BrokerConnection:
         for _ in range(attempts):
@@ -191,7 +191,7 @@ class GroupMember:
             version = self.version(conn, A.JOIN_GROUP)
             if version >= 5:
                 req.group_instance_id = self.config.group_instance_id
-            resp = await conn.within(conn._send(A.JOIN_GROUP, version, req),
+            resp = await conn.within(conn.send_at(version, req),
                                      self.config.request_timeout_ms + self.config.rebalance_timeout_ms)
             if resp.error_code == E.MEMBER_ID_REQUIRED:
                 self.member_id = resp.member_id

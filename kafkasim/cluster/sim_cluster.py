@@ -20,6 +20,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from kafkasim.broker.config import BrokerConfig
+from kafkasim.broker.replica_manager import ReplicaManager
 from kafkasim.broker.server import KafkaServer
 from kafkasim.runtime.api import ConnectionLossError, SessionExpiredError
 from kafkasim.runtime.sim.kernel import Owner
@@ -94,6 +95,14 @@ class SimCluster:
     def live_servers(self) -> list[tuple[str, KafkaServer]]:
         return [(n, s) for n, s in sorted(self.servers.items()) if self.world.nodes[n].alive]
 
+    def replica_manager(self, name: str) -> ReplicaManager | None:
+        """The node's ReplicaManager, if it is alive and its broker got that far in startup."""
+        server = self.servers.get(name)
+        return server.replica_manager if server is not None and self.world.nodes[name].alive else None
+
+    def live_replica_managers(self) -> list[tuple[str, ReplicaManager]]:
+        return [(n, s.replica_manager) for n, s in self.live_servers() if s.replica_manager is not None]
+
     def controller(self) -> str | None:
         best: tuple[int, str] | None = None
         for name, s in self.live_servers():
@@ -104,8 +113,8 @@ class SimCluster:
 
     def leader_of(self, topic: str, partition: int) -> str | None:
         best: tuple[int, str] | None = None
-        for name, s in self.live_servers():
-            p = s.replica_manager.get_partition(topic, partition)
+        for name, rm in self.live_replica_managers():
+            p = rm.get_partition(topic, partition)
             if p is not None and p.is_leader and not p.offline and (best is None or p.leader_epoch > best[0]):
                 best = (p.leader_epoch, name)
         return None if best is None else best[1]
@@ -114,7 +123,8 @@ class SimCluster:
         leader = self.leader_of(topic, partition)
         if leader is None:
             return None
-        p = self.servers[leader].replica_manager.get_partition(topic, partition)
+        rm = self.replica_manager(leader)
+        p = rm.get_partition(topic, partition) if rm is not None else None
         followers = sorted(b for b in (p.isr if p is not None else []) if broker_node_name(b) != leader)
         return broker_node_name(followers[0]) if followers else None
 

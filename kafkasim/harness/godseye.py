@@ -80,12 +80,13 @@ def batches_below(log: Any, start: int, end: int) -> list[BatchId]:
 def check_replicas(cluster: SimCluster) -> list[CheckResult]:
     divergence = CheckResult("replica-divergence")
     behind = CheckResult("isr-behind-high-watermark")
-    partitions = sorted({tp for _, s in cluster.live_servers() for tp in s.replica_manager.partitions})
+    partitions = sorted({tp for _, rm in cluster.live_replica_managers() for tp in rm.partitions})
     for topic, index in partitions:
         leader_name = cluster.leader_of(topic, index)
         if leader_name is None:
             continue
-        leader = cluster.servers[leader_name].replica_manager.get_partition(topic, index)
+        leader_rm = cluster.replica_manager(leader_name)
+        leader = leader_rm.get_partition(topic, index) if leader_rm is not None else None
         assert leader is not None
         if leader.log.config.compact:
             continue  # each replica's cleaner compacts on its own: batches legitimately differ
@@ -95,7 +96,7 @@ def check_replicas(cluster: SimCluster) -> list[CheckResult]:
             continue
         by_base = {b.base_offset: b for b in reference}
         for name, server in cluster.live_servers():
-            if name == leader_name:
+            if name == leader_name or server.replica_manager is None:
                 continue
             replica = server.replica_manager.get_partition(topic, index)
             if replica is None or replica.offline:
@@ -294,7 +295,7 @@ class RecoveryWatch:
         """Check once the new incarnation has loaded its logs. Any moment from then until its
         broker_started (after which it serves requests) sees the logs exactly as recovered."""
         server = self.cluster.servers[node]
-        lm = server.replica_manager.log_manager
+        lm = server.replica_manager.log_manager if server.replica_manager is not None else None
         if (server is not self.pending[node].server and self.world.nodes[node].alive and lm is not None
                 and lm.load_completed):
             self._check(node)
@@ -305,7 +306,8 @@ class RecoveryWatch:
     def _capture(self, node: str, mode: str) -> None:
         disk, log_dir = self.world.nodes[node].disk, self._log_dir(node)
         written = restorable_batches(disk, log_dir)
-        lm = self.cluster.servers[node].replica_manager.log_manager
+        rm = self.cluster.servers[node].replica_manager
+        lm = rm.log_manager if rm is not None else None
         compact = {tp for tp, log in (lm.logs.items() if lm is not None else []) if log.config.compact}
         earlier = self.pending.get(node)
         if earlier is not None:  # crashed again before it recovered: the first log stays the reference

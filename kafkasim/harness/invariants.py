@@ -96,21 +96,21 @@ class InvariantMonitor:
 
     # ---------------------------------------------------------------- checks
     def check_everything(self) -> None:
-        live = self.cluster.live_servers()
-        for name, server in live:
+        live = self.cluster.live_replica_managers()
+        for name, rm in live:
             key = (name, self.world.nodes[name].incarnation)
-            epoch, last = server.replica_manager.controller_epoch, self._controller_epochs.get(key, -1)
+            epoch, last = rm.controller_epoch, self._controller_epochs.get(key, -1)
             if epoch < last:
                 self._violation("controller-epoch-regression", key + (epoch,), node=name,
                                 known_controller_epoch=epoch, previous=last)
             self._controller_epochs[key] = max(epoch, last)
-        for tp in sorted({tp for _, s in live for tp in s.replica_manager.partitions}):
+        for tp in sorted({tp for _, rm in live for tp in rm.partitions}):
             self.check_partition(tp)
 
     def check_partition(self, tp: TopicPartition) -> None:
         leaders = []
-        for name, server in self.cluster.live_servers():
-            p = server.replica_manager.partitions.get(tp)
+        for name, rm in self.cluster.live_replica_managers():
+            p = rm.partitions.get(tp)
             if p is not None and p.is_leader and not p.offline:
                 leaders.append((p.leader_epoch, name, p))
         if not leaders:
@@ -156,10 +156,10 @@ class InvariantMonitor:
         return [b for b in p.assignment if b not in p.maximal_isr]
 
     def _replica(self, name: str, tp: TopicPartition) -> Any | None:
-        server = self.cluster.servers.get(name)
-        if server is None or not self.world.nodes[name].alive:
+        rm = self.cluster.replica_manager(name)
+        if rm is None:
             return None
-        replica = server.replica_manager.partitions.get(tp)
+        replica = rm.partitions.get(tp)
         return None if replica is None or replica.offline else replica
 
     # ---------------------------------------------------------------- results

@@ -38,7 +38,10 @@ def test_the_server_hands_them_to_its_log_manager() -> None:
     cfg = BrokerConfig.from_properties({"log.retention.ms": 60000, "log.retention.check.interval.ms": "1000",
                                         "log.cleaner.enable": "false"})
     server = KafkaServer(node.runtime, cfg)
+    node.runtime.spawn(server.startup(), name="startup")  # startup builds the LogManager
+    world.run(5_000)
+    assert world.failures == [], world.failures
+    assert server.replica_manager is not None
     manager = server.replica_manager.log_manager
-    assert manager is not None
     assert manager.default_config.retention_ms == 60000
     assert manager.config.retention_check_interval_ms == 1000 and manager.config.cleaner_enable is False

@@ -137,7 +137,7 @@ def test_block_claims_continue_after_the_last_block_and_retry_on_a_lost_cas() ->
         await rt.sleep(500)
         zk = servers["broker"].zk
         await zk.set(PIM.PRODUCER_ID_BLOCK_PATH, b'{"version":1,"broker":3,"block_start":"4000","block_end":"4999"}')
-        manager = PIM.ZkProducerIdManager(servers["broker"].rt, 0, lambda: zk)
+        manager = PIM.ZkProducerIdManager(servers["broker"].rt, 0, zk)
         # Two claims racing (as two brokers would): both must succeed with different blocks.
         first = servers["broker"].rt.spawn(PIM.claim_producer_id_block(zk, 0))
         second = servers["broker"].rt.spawn(PIM.claim_producer_id_block(zk, 7))

@@ -49,6 +49,11 @@ class Cluster:
     def server(self, broker_id: int) -> Any:
         return self.sim.servers[f"broker-{broker_id}"]
 
+    def replica(self, broker_id: int, topic: str, partition: int) -> Any:
+        """The broker's replica of the partition; None if it has none (or has not started yet)."""
+        rm = self.server(broker_id).replica_manager
+        return rm.get_partition(topic, partition) if rm is not None else None
+
     async def wire(self, rt: NodeRuntime, broker_id: int) -> Wire:
         return Wire(await rt.net.connect(f"broker-{broker_id}", 9092, 2000))
 

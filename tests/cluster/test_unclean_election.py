@@ -35,7 +35,7 @@ def _scenario(unclean: bool) -> Any:
         elected = await c.wait_until(rt, lambda: c.leader_id("t", 0) == other, timeout_ms=20000)
         state = await c.zk_json(rt, "/brokers/topics/t/partitions/0/state")
         c.sim.restart(f"broker-{ctl}")
-        await c.wait_until(rt, lambda: c.server(ctl).replica_manager.get_partition("t", 0) is not None
+        await c.wait_until(rt, lambda: c.replica(ctl, "t", 0) is not None
                            and c.leader_id("t", 0) >= 0, timeout_ms=60000)
         await c.wait_until(rt, lambda: ctl in c.server(c.leader_id("t", 0)).replica_manager.get_partition("t", 0).isr,
                            timeout_ms=60000)

@@ -74,7 +74,7 @@ async def connect(rt: NodeRuntime, client_id: str = "t") -> BrokerConnection:
 
 async def call(conn: BrokerConnection, body: Message, version: int) -> Any:
     assert body.API_KEY is not None
-    return await conn._send(body.API_KEY, version, body)
+    return await conn.send_at(version, body)
 
 
 async def find_coordinator(rt: NodeRuntime, conn: BrokerConnection, group: str, version: int = 1,

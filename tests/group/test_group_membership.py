@@ -52,9 +52,9 @@ def _assert_partitioned(assignment: dict[str, list[Any]]) -> None:
 
 def test_three_members_then_a_fourth_joins_and_one_leaves() -> None:
     cluster = SimCluster(seed=11, num_partitions=PARTITIONS)
-    coordinator = cluster.server.apis.group_coordinator
-
     async def main(rt: NodeRuntime) -> Any:
+        coordinator = cluster.server.group_coordinator
+        assert coordinator is not None
         members = [_member(rt, f"c{i}") for i in range(4)]
         await members[0].cluster.wait_for_topic(TOPIC)
         runners = [MemberRunner(rt, m, [TOPIC]) for m in members[:3]]

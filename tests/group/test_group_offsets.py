@@ -8,9 +8,15 @@ from __future__ import annotations
 import struct
 from typing import Any
 
-from kafkasim.broker.group.manager import GROUP_METADATA_TOPIC_NAME, java_string_hash_code, partition_for_group
+import pytest
+
+from kafkasim.broker.group.manager import (
+    GROUP_METADATA_TOPIC_NAME,
+    GroupMetadataManager,
+    java_string_hash_code,
+    partition_for_group,
+)
 from kafkasim.broker.group.metadata import TopicPartition
-from kafkasim.broker.server import KafkaServer
 from kafkasim.client.group import GroupConfig, GroupMember
 from kafkasim.protocol import errors as E
 from kafkasim.protocol.messages.consumer_offsets import (
@@ -102,11 +108,12 @@ def test_commit_survives_broker_crash_and_reload_from_consumer_offsets() -> None
     g = described.groups[0]
     assert (g.group_state, g.protocol_data, [m.member_id for m in g.members]) == \
         ("Stable", "range", [generation.member_id])
-    loaded = cluster.server.apis.group_coordinator.group_manager.get_group(group)
+    assert cluster.server.group_coordinator is not None
+    loaded = cluster.server.group_coordinator.group_manager.get_group(group)
     assert loaded.generation_id == generation.generation_id
 
 
-def test_coordinator_load_in_progress_while_replaying_the_log() -> None:
+def test_coordinator_load_in_progress_while_replaying_the_log(monkeypatch: pytest.MonkeyPatch) -> None:
     cluster = SimCluster(seed=22, offsets_topic_num_partitions=OFFSETS_PARTITIONS, offsets_load_buffer_size=512)
     group = "loading-group"
 
@@ -124,14 +131,12 @@ def test_coordinator_load_in_progress_while_replaying_the_log() -> None:
 
     assert cluster.run(before, until_ms=5000, node="c1") == {E.NONE}
 
-    def slow_disk(server: KafkaServer) -> None:
-        manager = server.apis.group_coordinator.group_manager
+    # The restarted broker's coordinator is built in its startup: slow every manager's disk.
+    async def pause(manager: GroupMetadataManager) -> None:
+        await manager.rt.sleep(30)   # each chunk of the load takes 30 ms of (simulated) disk time
+    monkeypatch.setattr(GroupMetadataManager, "pause_between_load_chunks", pause)
 
-        async def pause() -> None:
-            await server.rt.sleep(30)   # each chunk of the load takes 30 ms of (simulated) disk time
-        manager.pause_between_load_chunks = pause  # type: ignore[method-assign]
-
-    cluster.restart_broker("kill", before_startup=slow_disk)
+    cluster.restart_broker("kill")
 
     async def after(rt: NodeRuntime) -> Any:
         conn = None
@@ -325,9 +330,9 @@ def test_offset_fetch_versions_and_batched_groups() -> None:
 
 def test_offsets_of_deleted_partitions_are_removed() -> None:
     cluster = SimCluster(seed=27, offsets_topic_num_partitions=OFFSETS_PARTITIONS)
-    coordinator = cluster.server.apis.group_coordinator
-
     async def main(rt: NodeRuntime) -> Any:
+        coordinator = cluster.server.group_coordinator
+        assert coordinator is not None
         conn = await connect(rt)
         await find_coordinator(rt, conn, "a")
         for topic in (TOPIC, "other"):

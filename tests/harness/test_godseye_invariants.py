@@ -70,6 +70,13 @@ class FakeCluster:
     def live_servers(self) -> list[tuple[str, Any]]:
         return [(n, s) for n, s in sorted(self.servers.items()) if self.world.nodes[n].alive]
 
+    def replica_manager(self, name: str) -> Any:
+        server = self.servers.get(name)
+        return server.replica_manager if server is not None and self.world.nodes[name].alive else None
+
+    def live_replica_managers(self) -> list[tuple[str, Any]]:
+        return [(n, s.replica_manager) for n, s in self.live_servers()]
+
 
 def _monitor(**parts: FakePartition) -> tuple[InvariantMonitor, FakeWorld, dict[str, FakePartition]]:
     named = {k.replace("_", "-"): v for k, v in parts.items()}

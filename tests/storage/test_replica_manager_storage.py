@@ -9,12 +9,20 @@ from typing import Any
 
 from storage_helpers import run_sim
 
+from kafkasim.broker.metadata_cache import MetadataCache
 from kafkasim.broker.replica_manager import FetchSpec, ReplicaManager
 from kafkasim.protocol import errors as E
 from kafkasim.records.batch import Record, build_batch
 from kafkasim.runtime.api import NodeRuntime
 from kafkasim.storage.checkpoints import CLEAN_SHUTDOWN_FILE
 from kafkasim.storage.log import LogConfig
+from kafkasim.storage.log_manager import LogManager
+
+
+def _replica_manager(rt: NodeRuntime, config: LogConfig) -> ReplicaManager:
+    """A single broker's ReplicaManager (id 0) without a controller or ZooKeeper."""
+    return ReplicaManager(rt, LogManager(rt, "kafka-logs", config), broker_id=0, metadata_cache=MetadataCache(),
+                          broker_epoch=lambda: -1)
 
 
 def _produce(i: int, ts: int) -> bytes:
@@ -28,7 +36,7 @@ def _read(rt: NodeRuntime, path: str) -> bytes:
 
 def test_leading_producing_power_loss_and_restart() -> None:
     async def body(rt: NodeRuntime, world: Any) -> Any:
-        rm = ReplicaManager(rt, "kafka-logs", LogConfig(flush_messages=1))
+        rm = _replica_manager(rt, LogConfig(flush_messages=1))
         p = await rm.make_leader("t", 0, 5, topic_id=bytes(range(16)))
         acks = []
         for i in range(5):
@@ -39,7 +47,7 @@ def test_leading_producing_power_loss_and_restart() -> None:
         assert p.log.recovery_point == 5  # flush.messages=1: durable before each ack
         world.nodes["b"].crash("power")
         rt2 = world.nodes["b"].restart()
-        rm2 = ReplicaManager(rt2, "kafka-logs", LogConfig(flush_messages=1))
+        rm2 = _replica_manager(rt2, LogConfig(flush_messages=1))
         p2 = await rm2.make_leader("t", 0, 6)
         results, _ = rm2.read_once([FetchSpec("t", 0, 0, 1 << 20)], 1 << 20, False)
         return acks, epoch, meta, p2.log.log_end_offset, results[0].error_code, len(results[0].records), \
@@ -54,7 +62,7 @@ def test_leading_producing_power_loss_and_restart() -> None:
 
 def test_clean_shutdown_marks_the_log_dir() -> None:
     async def body(rt: NodeRuntime, world: Any) -> Any:
-        rm = ReplicaManager(rt, "kafka-logs", LogConfig())
+        rm = _replica_manager(rt, LogConfig())
         await rm.make_leader("t", 0, 1)
         await rm.append_records("t", 0, _produce(0, rt.now_ms()))
         await rm.shutdown()
@@ -65,7 +73,7 @@ def test_clean_shutdown_marks_the_log_dir() -> None:
 
 def test_a_disk_error_answers_kafka_storage_error() -> None:
     async def body(rt: NodeRuntime, world: Any) -> Any:
-        rm = ReplicaManager(rt, "kafka-logs", LogConfig(flush_messages=1))
+        rm = _replica_manager(rt, LogConfig(flush_messages=1))
         await rm.make_leader("t", 0, 1)
         world.nodes["b"].disk.fail_next_fsync()
         first = await rm.append_records("t", 0, _produce(0, rt.now_ms()))
@@ -78,7 +86,7 @@ def test_a_disk_error_answers_kafka_storage_error() -> None:
 
 def test_list_offsets_by_timestamp_and_max_timestamp() -> None:
     async def body(rt: NodeRuntime, world: Any) -> Any:
-        rm = ReplicaManager(rt, "kafka-logs", LogConfig(segment_bytes=300, index_interval_bytes=50))
+        rm = _replica_manager(rt, LogConfig(segment_bytes=300, index_interval_bytes=50))
         p = await rm.make_leader("t", 0, 1)
         base = rt.now_ms()
         for i, dt in enumerate([0, 10, 5, 30, 20, 40]):

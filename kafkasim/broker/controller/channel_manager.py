@@ -27,8 +27,8 @@ from kafkasim.broker.controller.context import (
     ReplicaAssignment,
     TopicPartition,
 )
-from kafkasim.broker.network_client import NetworkClient
 from kafkasim.broker.zk import zk_data as Z
+from kafkasim.client.network_client import NetworkClient
 from kafkasim.protocol.messages.leader_and_isr import LeaderAndIsrRequest
 from kafkasim.protocol.messages.stop_replica import StopReplicaRequest
 from kafkasim.protocol.messages.update_metadata import UpdateMetadataRequest

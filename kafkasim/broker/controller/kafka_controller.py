@@ -27,6 +27,7 @@ Events run one at a time on the ControllerEventManager.
 
 from __future__ import annotations
 
+from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any
 
 from kafkasim.broker.controller.channel_manager import ControllerBrokerRequestBatch, ControllerChannelManager
@@ -56,18 +57,25 @@ from kafkasim.protocol import errors as E
 from kafkasim.runtime.api import BadVersionError, Timer, WatchEvent
 
 if TYPE_CHECKING:
-    from kafkasim.broker.server import KafkaServer
+    from kafkasim.broker.config import BrokerConfig
+    from kafkasim.broker.metadata_cache import MetadataCache
+    from kafkasim.runtime.api import NodeRuntime
 
 PS, RS = PartitionState, ReplicaState
 AUTO_REBALANCE_INITIAL_DELAY_MS = 5000.0
 
 
 class KafkaController:
-    def __init__(self, server: KafkaServer, zk: ZooKeeperClient) -> None:
-        self.server = server
-        self.rt = server.rt
-        self.config = server.config
-        self.broker_id = server.config.broker_id
+    def __init__(self, rt: NodeRuntime, config: BrokerConfig, zk: ZooKeeperClient, metadata_cache: MetadataCache,
+                 register_broker: Callable[[], Awaitable[None]]) -> None:
+        """`metadata_cache`: where this broker learns who the controller is (its controller id);
+        `register_broker`: registers this broker again in a new ZooKeeper session (the broker's,
+        which owns the broker epoch)."""
+        self.rt = rt
+        self.config = config
+        self.broker_id = config.broker_id
+        self.metadata_cache = metadata_cache
+        self.register_broker = register_broker
         self.zk = ControllerZkClient(self.rt, zk)
         self.zk_client = zk
         self.ctx = ControllerContext()
@@ -144,14 +152,14 @@ class KafkaController:
     async def _maybe_resign(self) -> None:
         was_active = self.is_active
         self.active_controller_id = await self.zk.get_controller_id(watch=self._on_controller_znode)
-        self.server.metadata_cache.controller_id = self.active_controller_id
+        self.metadata_cache.controller_id = self.active_controller_id
         if was_active and not self.is_active:
             self._on_controller_resignation()
 
     async def _elect(self) -> None:
         self.active_controller_id = await self.zk.get_controller_id()
         if self.active_controller_id != -1:
-            self.server.metadata_cache.controller_id = self.active_controller_id
+            self.metadata_cache.controller_id = self.active_controller_id
             return
         try:
             epoch, epoch_zk_version = await self.zk.register_controller_and_increment_epoch(self.broker_id)
@@ -160,7 +168,7 @@ class KafkaController:
             return
         self.ctx.epoch, self.ctx.epoch_zk_version = epoch, epoch_zk_version
         self.active_controller_id = self.broker_id
-        self.server.metadata_cache.controller_id = self.broker_id
+        self.metadata_cache.controller_id = self.broker_id
         self.trace("controller_elected", broker_id=self.broker_id, epoch=epoch, epoch_zk_version=epoch_zk_version)
         try:
             await self._on_controller_failover()
@@ -186,7 +194,7 @@ class KafkaController:
         self._on_controller_resignation()
 
     async def _process_register_broker_and_reelect(self) -> None:
-        await self.server.register_broker_in_zk()
+        await self.register_broker()
         await self.zk.get_controller_id(watch=self._on_controller_znode)
         await self._elect()
 

@@ -38,7 +38,10 @@ from kafkasim.protocol.messages.sync_group import SyncGroupRequest, SyncGroupRes
 from kafkasim.protocol.primitives import Message
 
 if TYPE_CHECKING:
-    from kafkasim.broker.kafka_apis import Handler, KafkaApis
+    from kafkasim.broker.config import BrokerConfig
+    from kafkasim.broker.kafka_apis import CreateTopic, Handler, KafkaApis
+    from kafkasim.broker.metadata_cache import MetadataCache
+    from kafkasim.runtime.api import NodeRuntime
 
 GROUP_VERSIONS: dict[int, tuple[int, int]] = {
     A.FIND_COORDINATOR: (0, 6),
@@ -65,11 +68,8 @@ GROUP_AUTHORIZED_OPERATIONS = (1 << 3) | (1 << 6) | (1 << 8)
 AUTHORIZED_OPERATIONS_OMITTED = -2147483648
 
 
-def register(apis: KafkaApis) -> GroupCoordinator:
-    server = apis.server
-    coordinator = GroupCoordinator(server)
-    group_apis = GroupApis(apis, coordinator)
-    server.replica_manager.leadership_listeners.append(coordinator.on_leadership_change)
+def register(apis: KafkaApis, group_apis: GroupApis) -> None:
+    """Add the group APIs to the broker's (one call from KafkaApis)."""
     handlers: dict[int, Handler] = {
         A.FIND_COORDINATOR: group_apis.handle_find_coordinator,
         A.JOIN_GROUP: group_apis.handle_join_group,
@@ -85,7 +85,6 @@ def register(apis: KafkaApis) -> GroupCoordinator:
     }
     for key, handler in handlers.items():
         apis.register(key, *GROUP_VERSIONS[key], handler)
-    return coordinator
 
 
 def _message(code: int) -> str:
@@ -94,10 +93,13 @@ def _message(code: int) -> str:
 
 
 class GroupApis:
-    def __init__(self, apis: KafkaApis, coordinator: GroupCoordinator) -> None:
-        self.apis = apis
-        self.server = apis.server
+    def __init__(self, rt: NodeRuntime, config: BrokerConfig, metadata_cache: MetadataCache,
+                 coordinator: GroupCoordinator, create_topic: CreateTopic) -> None:
+        self.rt = rt
+        self.config = config
+        self.metadata_cache = metadata_cache
         self.coordinator = coordinator
+        self.create_topic = create_topic
 
     # ---------------------------------------------------------------- FindCoordinator
     async def handle_find_coordinator(self, header: RequestHeader, req: FindCoordinatorRequest) -> Message:
@@ -122,7 +124,7 @@ class GroupApis:
             # No transaction or share coordinator on this broker (yet): as Kafka answers while
             # the coordinator's internal topic is unavailable.
             return E.COORDINATOR_NOT_AVAILABLE, NO_NODE
-        cache = self.server.metadata_cache
+        cache = self.metadata_cache
         meta = cache.topic(GROUP_METADATA_TOPIC_NAME)
         if meta is None:
             # First use: create the compacted internal topic, and answer "not available" as
@@ -136,21 +138,21 @@ class GroupApis:
         return E.NONE, (broker.broker_id, broker.host, broker.port)
 
     async def _create_offsets_topic(self) -> None:
-        cfg = self.server.config
+        cfg = self.config
         configs = {"cleanup.policy": "compact", "segment.bytes": str(cfg.offsets_topic_segment_bytes),
                    "compression.type": "producer"}
         try:
-            await self.server.create_topic(GROUP_METADATA_TOPIC_NAME, cfg.offsets_topic_num_partitions,
+            await self.create_topic(GROUP_METADATA_TOPIC_NAME, cfg.offsets_topic_num_partitions,
                                            cfg.offsets_topic_replication_factor, None, configs)
         except TopicError as exc:
             # Already created by a concurrent request, or the cluster is too small for
             # offsets.topic.replication.factor: either way the answer stays "not available".
-            self.server.rt.trace("offsets_topic_create_failed", error=exc.error_code)
+            self.rt.trace("offsets_topic_create_failed", error=exc.error_code)
 
     # ---------------------------------------------------------------- JoinGroup
     async def handle_join_group(self, header: RequestHeader, req: JoinGroupRequest) -> Message:
         version = header.request_api_version
-        fut = self.server.rt.future()
+        fut = self.rt.future()
         # v0 has no rebalance timeout: the session timeout stands in (JoinGroupRequest does this).
         rebalance_timeout_ms = req.session_timeout_ms if version == 0 else req.rebalance_timeout_ms
         await self.coordinator.handle_join_group(
@@ -188,7 +190,7 @@ class GroupApis:
         if version >= 5 and (req.protocol_type is None or req.protocol_name is None):
             # From v5 both are mandatory.
             return SyncGroupResponse(throttle_time_ms=0, error_code=E.INCONSISTENT_GROUP_PROTOCOL, assignment=b"")
-        fut = self.server.rt.future()
+        fut = self.rt.future()
         assignment = {a.member_id: bytes(a.assignment) for a in req.assignments}
         await self.coordinator.handle_sync_group(req.group_id, req.generation_id, req.member_id,
                                                  req.protocol_type if version >= 5 else None,
@@ -230,13 +232,13 @@ class GroupApis:
     # ---------------------------------------------------------------- OffsetCommit
     async def handle_offset_commit(self, header: RequestHeader, req: OffsetCommitRequest) -> Message:
         version = header.request_api_version
-        now = self.server.rt.now_ms()
+        now = self.rt.now_ms()
         retention = req.retention_time_ms if 2 <= version <= 4 else DEFAULT_RETENTION_TIME
         expire = None if retention == DEFAULT_RETENTION_TIME else now + retention
         errors: dict[TopicPartition, int] = {}
         offsets: dict[TopicPartition, OffsetAndMetadata] = {}
         for t in req.topics:
-            meta = self.server.metadata_cache.topic(t.name)
+            meta = self.metadata_cache.topic(t.name)
             for p in t.partitions:
                 tp = TopicPartition(t.name, p.partition_index)
                 if meta is None or p.partition_index not in meta.partitions:
@@ -352,7 +354,7 @@ class GroupApis:
         errors: dict[TopicPartition, int] = {}
         wanted: list[TopicPartition] = []
         for t in req.topics:
-            meta = self.server.metadata_cache.topic(t.name)
+            meta = self.metadata_cache.topic(t.name)
             for p in t.partitions:
                 tp = TopicPartition(t.name, p.partition_index)
                 if meta is None or p.partition_index not in meta.partitions:

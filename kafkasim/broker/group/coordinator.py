@@ -43,7 +43,10 @@ from kafkasim.protocol import api as A
 from kafkasim.protocol import errors as E
 
 if TYPE_CHECKING:
-    from kafkasim.broker.server import KafkaServer
+    from kafkasim.broker.config import BrokerConfig
+    from kafkasim.broker.metadata_cache import MetadataCache
+    from kafkasim.broker.replica_manager import ReplicaManager
+    from kafkasim.runtime.api import NodeRuntime
 
 NEW_MEMBER_JOIN_TIMEOUT_MS = 5 * 60 * 1000  # GroupCoordinator.NewMemberJoinTimeoutMs
 EMPTY_GROUP = GroupSummary("", "", "", ())
@@ -73,15 +76,14 @@ class LeaveGroupResult:
 
 
 class GroupCoordinator:
-    def __init__(self, server: KafkaServer) -> None:
-        self.server = server
-        self.rt = server.rt
-        self.config = server.config
-        self.broker_id = server.config.broker_id
-        self.group_manager = GroupMetadataManager(server.rt, server.config, server.replica_manager,
-                                                  server.metadata_cache)
-        self.heartbeat_purgatory = DelayedOperationPurgatory(server.rt, "Heartbeat")
-        self.rebalance_purgatory = DelayedOperationPurgatory(server.rt, "Rebalance")
+    def __init__(self, rt: NodeRuntime, config: BrokerConfig, replica_manager: ReplicaManager,
+                 metadata_cache: MetadataCache) -> None:
+        self.rt = rt
+        self.config = config
+        self.broker_id = config.broker_id
+        self.group_manager = GroupMetadataManager(rt, config, replica_manager, metadata_cache)
+        self.heartbeat_purgatory = DelayedOperationPurgatory(rt, "Heartbeat")
+        self.rebalance_purgatory = DelayedOperationPurgatory(rt, "Rebalance")
         self.is_active = True
         self._expiration_started = False
 
