@@ -93,7 +93,8 @@ class ControllerApis:
             return UpdateMetadataResponse(error_code=E.STALE_CONTROLLER_EPOCH)
         rm.controller_epoch = req.controller_epoch
         brokers = [_broker_info(b, version) for b in req.live_brokers]
-        deleted = s.metadata_cache.update_metadata(req.controller_id, brokers, _update_metadata_partitions(req, version))
+        partitions = _update_metadata_partitions(req, version)
+        deleted = s.metadata_cache.update_metadata(req.controller_id, brokers, partitions)
         if deleted:
             await s.on_partitions_deleted(deleted)
         s.on_metadata_updated()

@@ -94,7 +94,7 @@ class KafkaApis:
         cache = s.metadata_cache
         version = header.request_api_version
         if req.topics is None or (version == 0 and not req.topics):
-            names = sorted(cache.topics)
+            names: list[str | None] = [*sorted(cache.topics)]
         else:
             names = [t.name for t in req.topics]
         allow_create = req.allow_auto_topic_creation if version >= 4 else True

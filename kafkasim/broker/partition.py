@@ -33,7 +33,6 @@ from kafkasim.broker.producer_state import ProducerStateError, ProducerStateMana
 from kafkasim.protocol import errors as E
 from kafkasim.records.batch import MAGIC_VALUE_V2, BatchHeader, iter_batches, peek_magic
 from kafkasim.records.errors import CorruptReason, CorruptRecordError
-from kafkasim.runtime import bugs
 from kafkasim.runtime.api import Future
 from kafkasim.storage.file_records import FileRecords
 from kafkasim.storage.log import AppendInfo, Log, LogConfig
@@ -153,6 +152,7 @@ class Partition:
     def __init__(self, topic: str, index: int, log: Log, leader_epoch: int, is_leader: bool,
                  local_broker_id: int = 0, high_watermark: int | None = None) -> None:
         self.topic, self.index, self.log = topic, index, log
+        self.rt = log.rt  # the node the partition lives on: seeded bugs and invariants
         self.local_broker_id = local_broker_id
         self.leader_epoch = leader_epoch
         self.leader_id: int | None = local_broker_id if is_leader else None
@@ -335,7 +335,7 @@ class Partition:
                        and r.is_caught_up(leo, now, self.replica_lag_time_max_ms))
             if r.broker_id in maximal or joining:
                 new_hw = min(new_hw, r.log_end_offset if known else old)
-        if bugs.on("hw-before-isr"):
+        if self.rt.seeded_bug("hw-before-isr"):
             new_hw = leo  # seeded bug: the ISR is not waited for
         if new_hw <= old:
             return False
@@ -395,7 +395,8 @@ class Partition:
         # pending state until the LeaderAndIsr the controller will send (Kafka does the same).
 
     # ---------------------------------------------------------------- reads
-    def read(self, offset: int, max_bytes: int, isolation_committed: bool, max_offset: int | None = None) -> FileRecords:
+    def read(self, offset: int, max_bytes: int, isolation_committed: bool,
+             max_offset: int | None = None) -> FileRecords:
         # Without transactions the last stable offset equals the high watermark.
         limit = self.high_watermark if max_offset is None else max_offset
         # File regions, not bytes: the socket server sends them with sendfile (Kafka's

@@ -73,6 +73,7 @@ class BrokerConnection:
 
     async def request(self, body: Message, expect_response: bool = True) -> Any:
         api_key = body.API_KEY
+        assert api_key is not None  # every generated request message has one
         return await self._send(api_key, self.version_for(api_key), body, expect_response)
 
     async def request_within(self, body: Message, timeout_ms: float) -> Any:

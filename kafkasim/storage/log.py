@@ -315,7 +315,7 @@ class Log:
             if seg.base_offset not in self._pending_index_rebuild or seg.deleted:
                 continue
             result = seg.recover(max_batch_size=self._max_batch_size(), min_offset=self._prev_next_offset(seg),
-                                 latest_epoch=self.leader_epoch_cache.latest_epoch)
+                                 latest_epoch=self.leader_epoch_cache.latest_epoch, seeded_bug=self.rt.seeded_bug)
             if result.truncated_bytes:
                 self._trace_recovery(segment=seg.base_offset, valid_bytes=seg.size,
                                      dropped_bytes=result.truncated_bytes, reason=result.reason)
@@ -371,7 +371,8 @@ class Log:
         deleted = False
         for i, seg in enumerate(unflushed):
             prev = self._prev_next_offset(seg)
-            result = seg.recover(max_batch_size=self._max_batch_size(), min_offset=prev, latest_epoch=latest_epoch)
+            result = seg.recover(max_batch_size=self._max_batch_size(), min_offset=prev, latest_epoch=latest_epoch,
+                                 seeded_bug=self.rt.seeded_bug)
             self._pending_index_rebuild.discard(seg.base_offset)
             epochs += result.epochs
             if result.epochs:
