@@ -195,6 +195,7 @@ class Partition:
 
     @high_watermark.setter
     def high_watermark(self, offset: int) -> None:
+        self.rt.invariant(not self.is_leader or offset >= self.high_watermark, "leader-high-watermark-never-moves-back")
         self.log.update_high_watermark(offset)
 
     @property
@@ -214,7 +215,9 @@ class Partition:
         """LeaderAndIsr made this broker leader; returns whether it was not leader before."""
         is_new_leader = not self.is_leader
         is_new_epoch = state.leader_epoch > self.leader_epoch or is_new_leader
+        self._check_epochs(state)
         self._update_assignment_and_isr(state.replicas, state.isr, state.leader_recovery_state)
+        self.rt.invariant(self.local_broker_id in self.isr, "leader-in-isr")
         if is_new_epoch:
             start = self.log.log_end_offset
             now = self.now_ms()
@@ -236,6 +239,7 @@ class Partition:
         """LeaderAndIsr made this broker a follower of state.leader; returns whether the
         fetcher must (re)start (the leader epoch changed)."""
         is_new_epoch = state.leader_epoch > self.leader_epoch or self.is_leader or self.leader_id is None
+        self._check_epochs(state)
         self.leader_id = state.leader
         self.leader_epoch = state.leader_epoch
         self.leader_epoch_start_offset = None
@@ -248,6 +252,10 @@ class Partition:
         self.wake_waiters()
         return is_new_epoch
 
+    def _check_epochs(self, state: PartitionState) -> None:
+        self.rt.invariant(state.leader_epoch >= self.leader_epoch, "leader-epoch-never-decreases")
+        self.rt.invariant(state.partition_epoch >= self.partition_epoch, "partition-epoch-never-decreases")
+
     def _update_assignment_and_isr(self, replicas: list[int], isr: list[int], recovery: int) -> None:
         self.assignment = list(replicas)
         for b in list(self.remote_replicas):
@@ -257,6 +265,7 @@ class Partition:
             if b != self.local_broker_id and b not in self.remote_replicas:
                 self.remote_replicas[b] = Replica(b)
         self.isr = list(isr)
+        self.rt.invariant(set(self.isr) <= set(self.assignment), "isr-subset-of-replicas")
         self.leader_recovery_state = recovery
 
     # ---------------------------------------------------------------- appends
@@ -297,7 +306,9 @@ class Partition:
                 self.log.delete_records(min(leader_log_start_offset, self.log.high_watermark))
             except Exception:  # the leader's start is ahead of our high watermark: catch up first
                 pass
-        self.log.update_high_watermark(min(leader_high_watermark, self.log.log_end_offset))
+        new_hw = min(leader_high_watermark, self.log.log_end_offset)
+        self.rt.invariant(not self.is_leader or new_hw >= self.high_watermark, "leader-high-watermark-never-moves-back")
+        self.log.update_high_watermark(new_hw)
         self.wake_waiters()
 
     def check_enough_replicas_reach_offset(self, required_offset: int) -> tuple[bool, int]:
@@ -385,7 +396,10 @@ class Partition:
         if error == E.NONE:
             if leader_epoch != self.leader_epoch:
                 return  # a LeaderAndIsr overtook it: that one rules
+            self.rt.invariant(partition_epoch >= self.partition_epoch, "partition-epoch-never-decreases")
             self.isr, self.partition_epoch, self.leader_recovery_state = list(isr), partition_epoch, recovery
+            self.rt.invariant(set(self.isr) <= set(self.assignment), "isr-subset-of-replicas")
+            self.rt.invariant(self.local_broker_id in self.isr, "leader-in-isr")
             self.pending = None
             self.maybe_increment_leader_hw()
             self.wake_waiters()

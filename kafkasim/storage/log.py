@@ -187,6 +187,7 @@ class Log:
 
     def update_high_watermark(self, offset: int) -> None:
         self._high_watermark = max(self.log_start_offset, min(offset, self.log_end_offset))
+        self.rt.invariant(self._high_watermark <= self.log_end_offset, "high-watermark<=log-end-offset")
 
     def _new_segment(self, base_offset: int, suffix: str = "") -> LogSegment:
         jitter = 0
@@ -538,6 +539,7 @@ class Log:
                 await self.fs.fsync_dir(self.dir)
             if offset > self.recovery_point:
                 self.recovery_point = offset
+                self.rt.invariant(self.log_start_offset <= offset <= self.log_end_offset, "recovery-point-within-log")
                 self.last_flush_ms = self.rt.now_ms()
 
     # ================================================================ read
