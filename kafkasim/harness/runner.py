@@ -35,7 +35,10 @@ SEEDED_BUGS_ENV = "KAFKASIM_SEEDED_BUGS"
 
 
 def seeded_bugs_from_env(env: Mapping[str, str]) -> frozenset[str]:
-    return seeded_bugs.parse(env.get(SEEDED_BUGS_ENV, ""))
+    try:
+        return seeded_bugs.parse(env.get(SEEDED_BUGS_ENV, ""))
+    except ValueError as exc:
+        raise ValueError(f"{SEEDED_BUGS_ENV}: {exc}") from None
 
 
 @dataclass
