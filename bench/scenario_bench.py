@@ -24,10 +24,10 @@ import tempfile
 import time
 from typing import Any
 
+from kafkasim.harness.host import run_in_processes
 from kafkasim.harness.runner import run_scenario
 from kafkasim.harness.scenario import load_scenario
 from kafkasim.harness.sweep import Job, run_job, scenario_files
-from kafkasim.runtime.host import run_in_processes
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 FAILOVER = os.path.join(ROOT, "scenarios", "cluster-leader-failover.toml")

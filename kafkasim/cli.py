@@ -18,7 +18,15 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
+
+
+def _seeded_bugs() -> frozenset[str]:
+    """Test-only: the seeded bugs KAFKASIM_SEEDED_BUGS names, for the worlds this command builds."""
+    from kafkasim.harness.runner import seeded_bugs_from_env
+
+    return seeded_bugs_from_env(os.environ)
 
 
 def _cmd_run(args: argparse.Namespace) -> int:
@@ -27,10 +35,11 @@ def _cmd_run(args: argparse.Namespace) -> int:
 
     try:
         scenario = load_scenario(args.scenario)
-    except ScenarioError as exc:
+        bugs = _seeded_bugs()
+    except (ScenarioError, ValueError) as exc:
         print(f"kafkasim: {exc}", file=sys.stderr)
         return 2
-    result = run_scenario(scenario, args.seed, args.out)
+    result = run_scenario(scenario, args.seed, args.out, bugs)
     run = result.run
     stats = run["stats"]
     print(f"scenario {run['scenario']} seed {run['seed']}: {run['verdict'].upper()}")
@@ -53,7 +62,8 @@ def _cmd_sweep(args: argparse.Namespace) -> int:
 
     try:
         seeds = parse_seeds(args.seeds)
-        results = sweep(args.scenarios, seeds, args.jobs, args.out, args.junit or f"{args.out}/junit.xml")
+        results = sweep(args.scenarios, seeds, args.jobs, args.out, args.junit or f"{args.out}/junit.xml",
+                        _seeded_bugs())
     except (ScenarioError, ValueError) as exc:
         print(f"kafkasim: {exc}", file=sys.stderr)
         return 2
@@ -103,7 +113,7 @@ def _cmd_serve(args: argparse.Namespace) -> int:
     from kafkasim.broker.config import BrokerConfig
     from kafkasim.config import UnknownConfigError
     from kafkasim.config.types import ConfigValueError
-    from kafkasim.runtime.real.serve import serve
+    from kafkasim.serve import serve
 
     configs = dict(kv.split("=", 1) for kv in args.config)
     try:
@@ -111,7 +121,8 @@ def _cmd_serve(args: argparse.Namespace) -> int:
     except (UnknownConfigError, ConfigValueError) as exc:
         print(f"kafkasim serve: --config: {exc}", file=sys.stderr)
         return 2
-    return serve(args.port, args.log_dir, args.zookeeper, args.broker_id, args.host, args.trace, configs)
+    return serve(args.port, args.log_dir, args.zookeeper, args.broker_id, args.host, args.trace, configs,
+                 _seeded_bugs())
 
 
 def _cmd_cluster(args: argparse.Namespace) -> int:
@@ -132,7 +143,7 @@ def _cmd_cluster(args: argparse.Namespace) -> int:
 
 
 def _cmd_load(args: argparse.Namespace) -> int:
-    from kafkasim.runtime.real.serve import load
+    from kafkasim.harness.load import load
 
     summary = load(args.bootstrap, args.topic, args.messages, args.rate, args.acks, args.seed)
     print(json.dumps(summary, indent=2, sort_keys=True))

@@ -60,8 +60,8 @@ from kafkasim.protocol.primitives import Message
 from kafkasim.runtime.api import BadVersionError, NodeExistsError, NodeRuntime, NoNodeError, ZkClient
 
 if TYPE_CHECKING:
+    from kafkasim.broker.api_registry import ApiRegistry
     from kafkasim.broker.config import BrokerConfig
-    from kafkasim.broker.kafka_apis import KafkaApis
     from kafkasim.broker.metadata_cache import MetadataCache
     from kafkasim.broker.replica_manager import ReplicaManager
     from kafkasim.broker.topic_admin import TopicAdmin
@@ -608,7 +608,7 @@ def _replace_with(props: dict[str, str]) -> Callable[[dict[str, str]], dict[str,
     return lambda _old: dict(props)
 
 
-def register(apis: KafkaApis, h: AdminApis) -> None:
+def register(apis: ApiRegistry, h: AdminApis) -> None:
     """Add the admin APIs to the broker's (one call from KafkaApis)."""
     handlers: dict[int, Callable[[RequestHeader, Any], Awaitable[Message | None]]] = {
         A.DELETE_TOPICS: h.delete_topics,

@@ -130,8 +130,9 @@ class AlterPartitionManager:
                 partition_epoch=p.partition_epoch,
                 new_isr_with_epochs=[P.BrokerState(broker_id=b, broker_epoch=-1) for b in isr]))
         ids = {t: (self.topic_ids.get(t) or bytes(16)) for t in by_topic}
-        req = AlterPartitionRequest(broker_id=self.broker_id, broker_epoch=self.broker_epoch(),
-                                    topics=[T(topic_name=t, topic_id=ids[t], partitions=ps) for t, ps in by_topic.items()])
+        req = AlterPartitionRequest(
+            broker_id=self.broker_id, broker_epoch=self.broker_epoch(),
+            topics=[T(topic_name=t, topic_id=ids[t], partitions=ps) for t, ps in by_topic.items()])
         try:
             conn = await self._connection(controller)
             resp = await conn.send(req, ALTER_PARTITION_VERSION, self.request_timeout_ms)

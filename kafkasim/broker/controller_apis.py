@@ -44,9 +44,9 @@ from kafkasim.protocol.messages.update_metadata import UpdateMetadataRequest, Up
 from kafkasim.protocol.primitives import Message
 
 if TYPE_CHECKING:
+    from kafkasim.broker.api_registry import ApiRegistry
     from kafkasim.broker.controller.kafka_controller import KafkaController
     from kafkasim.broker.group.coordinator import GroupCoordinator
-    from kafkasim.broker.kafka_apis import KafkaApis
     from kafkasim.broker.metadata_cache import MetadataCache
     from kafkasim.broker.replica_manager import ReplicaManager
     from kafkasim.broker.topic_admin import TopicAdmin
@@ -319,7 +319,7 @@ def _stop_replica_partitions(req: StopReplicaRequest, version: int) -> list[tupl
 Handler = Callable[[RequestHeader, Any], Awaitable[Message | None]]
 
 
-def register(apis: KafkaApis, h: ControllerApis) -> None:
+def register(apis: ApiRegistry, h: ControllerApis) -> None:
     """Add the inter-broker and controller APIs to the broker's (one call from KafkaApis)."""
     handlers: dict[int, Handler] = {
         A.LEADER_AND_ISR: h.leader_and_isr,

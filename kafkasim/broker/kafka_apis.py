@@ -9,15 +9,16 @@ which every client in scope uses.
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from kafkasim.broker import admin_apis, controller_apis
 from kafkasim.broker import producer_id_manager as producer_id_manager_module
 from kafkasim.broker.admin_apis import AdminApis, AdminManager
+from kafkasim.broker.api_registry import Handler
 from kafkasim.broker.controller_apis import ControllerApis
-from kafkasim.broker.group.apis import GroupApis
 from kafkasim.broker.delayed_topic_ops import DelayedCreatePartitions
+from kafkasim.broker.group.apis import GroupApis
 from kafkasim.broker.group.apis import register as register_group_apis
 from kafkasim.broker.replica_manager import FetchSpec
 from kafkasim.broker.zk.kafka_zk_client import TopicError
@@ -37,12 +38,12 @@ if TYPE_CHECKING:
     from kafkasim.broker.controller.kafka_controller import KafkaController
     from kafkasim.broker.group.coordinator import GroupCoordinator
     from kafkasim.broker.metadata_cache import MetadataCache
+    from kafkasim.broker.partition import Partition
     from kafkasim.broker.producer_id_manager import ZkProducerIdManager
     from kafkasim.broker.replica_manager import ReplicaManager
     from kafkasim.broker.topic_admin import TopicAdmin
     from kafkasim.broker.zk.kafka_zk_client import KafkaZkClient
     from kafkasim.runtime.api import NodeRuntime
-    from kafkasim.broker.partition import Partition
 
 # api key -> (min, max) advertised by the core handlers below; feature modules (groups, admin,
 # idempotence, ...) add theirs with KafkaApis.register().
@@ -59,11 +60,6 @@ EARLIEST_TIMESTAMP = -2
 LATEST_TIMESTAMP = -1
 MAX_TIMESTAMP = -3
 ZERO_UUID = bytes(16)
-
-Handler = Callable[[RequestHeader, Any], Awaitable[Message | None]]
-# Creates a topic: (name, partitions, replication factor, assignment, configs[, validate_only])
-# -> (partitions, replication factor); TopicAdmin.create_topic.
-CreateTopic = Callable[..., Awaitable[tuple[int, int]]]
 
 
 class KafkaApis:
@@ -127,7 +123,7 @@ class KafkaApis:
         cache = self.metadata_cache
         version = header.request_api_version
         if req.topics is None or (version == 0 and not req.topics):
-            names = sorted(cache.topics)
+            names: list[str | None] = [*sorted(cache.topics)]
         else:
             names = [t.name for t in req.topics]
         allow_create = req.allow_auto_topic_creation if version >= 4 else True

@@ -34,7 +34,6 @@ from kafkasim.broker.purgatory import DelayedOperationPurgatory, TopicPartitionO
 from kafkasim.protocol import errors as E
 from kafkasim.records.batch import MAGIC_VALUE_V2, BatchHeader, iter_batches, peek_magic
 from kafkasim.records.errors import CorruptReason, CorruptRecordError
-from kafkasim.runtime import bugs
 from kafkasim.storage.file_records import FileRecords
 from kafkasim.storage.log import AppendInfo, Log, LogConfig
 from kafkasim.storage.producer_state import ProducerStateError
@@ -169,6 +168,7 @@ class Partition:
                  alter_partition: AlterPartitionSubmitter | None = None,
                  delayed_operations: DelayedOperations | None = None) -> None:
         self.topic, self.index, self.log = topic, index, log
+        self.rt = log.rt  # the node the partition lives on: seeded bugs and invariants
         self.local_broker_id = local_broker_id
         self.leader_epoch = leader_epoch
         self.leader_id: int | None = local_broker_id if is_leader else None
@@ -213,6 +213,7 @@ class Partition:
 
     @high_watermark.setter
     def high_watermark(self, offset: int) -> None:
+        self.rt.invariant(not self.is_leader or offset >= self.high_watermark, "leader-high-watermark-never-moves-back")
         self.log.update_high_watermark(offset)
 
     @property
@@ -232,7 +233,9 @@ class Partition:
         """LeaderAndIsr made this broker leader; returns whether it was not leader before."""
         is_new_leader = not self.is_leader
         is_new_epoch = state.leader_epoch > self.leader_epoch or is_new_leader
+        self.rt.invariant(state.leader_epoch >= self.leader_epoch, "leader-epoch-never-decreases")
         self._update_assignment_and_isr(state.replicas, state.isr, state.leader_recovery_state)
+        self.rt.invariant(self.local_broker_id in self.isr, "leader-in-isr")
         if is_new_epoch:
             start = self.log.log_end_offset
             now = self.now_ms()
@@ -254,6 +257,7 @@ class Partition:
         """LeaderAndIsr made this broker a follower of state.leader; returns whether the
         fetcher must (re)start (the leader epoch changed)."""
         is_new_epoch = state.leader_epoch > self.leader_epoch or self.is_leader or self.leader_id is None
+        self.rt.invariant(state.leader_epoch >= self.leader_epoch, "leader-epoch-never-decreases")
         self.leader_id = state.leader
         self.leader_epoch = state.leader_epoch
         self.leader_epoch_start_offset = None
@@ -274,6 +278,9 @@ class Partition:
         for b in replicas:
             if b != self.local_broker_id and b not in self.remote_replicas:
                 self.remote_replicas[b] = Replica(b)
+        # No ISR-within-replicas check here: Kafka's reassignment (KafkaController
+        # onPartitionReassignment, step B3) sends LeaderAndIsr with the target replicas while the
+        # ISR still holds the replicas being removed, until step B4 shrinks it.
         self.isr = list(isr)
         self.leader_recovery_state = recovery
 
@@ -315,7 +322,9 @@ class Partition:
                 self.log.delete_records(min(leader_log_start_offset, self.log.high_watermark))
             except Exception:  # the leader's start is ahead of our high watermark: catch up first
                 pass
-        self.log.update_high_watermark(min(leader_high_watermark, self.log.log_end_offset))
+        new_hw = min(leader_high_watermark, self.log.log_end_offset)
+        self.rt.invariant(not self.is_leader or new_hw >= self.high_watermark, "leader-high-watermark-never-moves-back")
+        self.log.update_high_watermark(new_hw)
         self.try_complete_delayed_requests()
 
     def check_enough_replicas_reach_offset(self, required_offset: int) -> tuple[bool, int]:
@@ -353,7 +362,7 @@ class Partition:
                        and r.is_caught_up(leo, now, self.replica_lag_time_max_ms))
             if r.broker_id in maximal or joining:
                 new_hw = min(new_hw, r.log_end_offset if known else old)
-        if bugs.on("hw-before-isr"):
+        if self.rt.seeded_bug("hw-before-isr"):
             new_hw = leo  # seeded bug: the ISR is not waited for
         if new_hw <= old:
             return False
@@ -403,7 +412,15 @@ class Partition:
         if error == E.NONE:
             if leader_epoch != self.leader_epoch:
                 return  # a LeaderAndIsr overtook it: that one rules
+            # Checked here only: a LeaderAndIsr of the same leader epoch may carry an older
+            # partition epoch than an AlterPartition answer already applied (unclean-election,
+            # seed 2: KIP-704's recovery answer, then a second LeaderAndIsr), and make_leader
+            # takes it as it comes, as Kafka's Partition.makeLeader does.
+            self.rt.invariant(partition_epoch >= self.partition_epoch, "partition-epoch-never-decreases")
+            added = set(isr) - set(self.isr)
             self.isr, self.partition_epoch, self.leader_recovery_state = list(isr), partition_epoch, recovery
+            self.rt.invariant(added <= set(self.assignment), "isr-grows-only-with-replicas")
+            self.rt.invariant(self.local_broker_id in self.isr, "leader-in-isr")
             self.pending = None
             self.maybe_increment_leader_hw()
             self.try_complete_delayed_requests()
@@ -413,7 +430,8 @@ class Partition:
         # pending state until the LeaderAndIsr the controller will send (Kafka does the same).
 
     # ---------------------------------------------------------------- reads
-    def read(self, offset: int, max_bytes: int, isolation_committed: bool, max_offset: int | None = None) -> FileRecords:
+    def read(self, offset: int, max_bytes: int, isolation_committed: bool,
+             max_offset: int | None = None) -> FileRecords:
         # Without transactions the last stable offset equals the high watermark.
         limit = self.high_watermark if max_offset is None else max_offset
         # File regions, not bytes: the socket server sends them with sendfile (Kafka's

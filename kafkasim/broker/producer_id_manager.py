@@ -42,7 +42,7 @@ from kafkasim.runtime.api import (
 )
 
 if TYPE_CHECKING:
-    from kafkasim.broker.kafka_apis import KafkaApis
+    from kafkasim.broker.api_registry import ApiRegistry
 
 PRODUCER_ID_BLOCK_PATH = "/latest_producer_id_block"
 PRODUCER_ID_BLOCK_SIZE = 1000
@@ -163,6 +163,6 @@ class InitProducerIdApi:
                                       producer_epoch=epoch)
 
 
-def register(apis: KafkaApis, manager: ZkProducerIdManager) -> None:
+def register(apis: ApiRegistry, manager: ZkProducerIdManager) -> None:
     """Add InitProducerId to the broker's APIs (one call from KafkaApis)."""
     apis.register(A.INIT_PRODUCER_ID, *INIT_PRODUCER_ID_VERSIONS, InitProducerIdApi(manager).handle)

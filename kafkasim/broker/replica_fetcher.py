@@ -42,7 +42,6 @@ from kafkasim.protocol.messages.list_offsets import ListOffsetsRequest
 from kafkasim.protocol.messages.offset_for_leader_epoch import OffsetForLeaderEpochRequest
 from kafkasim.records.batch import iter_batches
 from kafkasim.records.errors import CorruptRecordError
-from kafkasim.runtime import bugs
 from kafkasim.runtime.api import Future, NetworkError, NodeRuntime, RuntimeTimeout, Task
 from kafkasim.storage.log import KafkaStorageError
 
@@ -155,7 +154,7 @@ class ReplicaFetcherThread:
         requests: dict[TopicPartition, int] = {}
         for tp in tps:
             p = self._partition(tp)
-            if p is not None and bugs.on("skip-follower-truncation"):
+            if p is not None and self.rt.seeded_bug("skip-follower-truncation"):
                 self._fetching_from(tp, p.log.log_end_offset)  # seeded bug: keep a diverged suffix
                 continue
             if p is None:
@@ -362,7 +361,8 @@ class ReplicaFetcherManager:
         self.threads: dict[int, ReplicaFetcherThread] = {}
         self.assigned: dict[TopicPartition, int] = {}
 
-    def add_fetcher_for_partitions(self, states: dict[TopicPartition, tuple[Z.BrokerInfo, PartitionFetchState]]) -> None:
+    def add_fetcher_for_partitions(self, states: dict[TopicPartition, tuple[Z.BrokerInfo, PartitionFetchState]]
+                                   ) -> None:
         by_leader: dict[int, dict[TopicPartition, PartitionFetchState]] = {}
         for tp, (leader, st) in sorted(states.items()):
             thread = self.threads.get(leader.broker_id)

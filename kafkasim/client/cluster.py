@@ -82,8 +82,9 @@ class ClientCluster:
         for _ in range(attempts):
             try:
                 errors = await self.refresh_metadata([topic])
-                if errors.get(topic) == E.NONE and all((topic, p) in self.leaders and self.leaders[(topic, p)].leader >= 0
-                                                       for p in range(self.partition_counts[topic])):
+                if errors.get(topic) == E.NONE and all(
+                        (topic, p) in self.leaders and self.leaders[(topic, p)].leader >= 0
+                        for p in range(self.partition_counts[topic])):
                     return self.partition_counts[topic]
             except (NetworkError, RuntimeTimeout):
                 pass
@@ -101,7 +102,8 @@ class ClientCluster:
             C = T.CreatableTopicConfig
             req = CreateTopicsRequest(topics=[T(name=topic, num_partitions=partitions,
                                                 replication_factor=replication_factor, assignments=[],
-                                                configs=[C(name=k, value=v) for k, v in sorted((configs or {}).items())])],
+                                                configs=[C(name=k, value=v)
+                                                         for k, v in sorted((configs or {}).items())])],
                                       timeout_ms=int(self.request_timeout_ms), validate_only=False)
             resp = await conn.request_within(req, self.request_timeout_ms)
             code = int(resp.topics[0].error_code)

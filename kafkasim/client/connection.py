@@ -33,7 +33,7 @@ class BrokerConnection(NetworkClient):
     async def request(self, body: Message, expect_response: bool = True) -> Any:
         """At the negotiated version of the body's API."""
         api_key = body.API_KEY
-        assert api_key is not None
+        assert api_key is not None  # every generated request message has one
         return await self.send_at(self.version_for(api_key), body, expect_response)
 
     async def request_within(self, body: Message, timeout_ms: float) -> Any:

@@ -113,8 +113,10 @@ class Consumer:
         conn = await self.cluster.broker_connection(leader)
         topics: dict[str, list[FetchRequest.FetchTopic.FetchPartition]] = {}
         for topic, p in tps:
+            offset = self.positions[(topic, p)]
+            assert offset is not None  # poll() positioned every partition before fetching
             topics.setdefault(topic, []).append(FetchRequest.FetchTopic.FetchPartition(
-                partition=p, fetch_offset=self.positions[(topic, p)],
+                partition=p, fetch_offset=offset,
                 partition_max_bytes=self.config.max_partition_fetch_bytes))
         req = FetchRequest(replica_id=-1, max_wait_ms=self.config.fetch_max_wait_ms,
                            min_bytes=self.config.fetch_min_bytes, max_bytes=self.config.fetch_max_bytes,

@@ -34,7 +34,6 @@ from kafkasim.protocol.messages.offset_commit import OffsetCommitRequest
 from kafkasim.protocol.messages.offset_fetch import OffsetFetchRequest
 from kafkasim.protocol.messages.sync_group import SyncGroupRequest
 from kafkasim.protocol.primitives import Message
-from kafkasim.runtime import bugs
 from kafkasim.runtime.api import NetworkError, NodeRuntime, RuntimeTimeout, Task
 
 PROTOCOL_TYPE = "consumer"
@@ -105,9 +104,11 @@ def decode_assignment(data: bytes) -> list[TP]:
     return sorted((t.topic, p) for t in a.assigned_partitions for p in t.partitions)
 
 
-def range_assign(subscriptions: dict[str, list[str]], partition_counts: dict[str, int]) -> dict[str, list[TP]]:
+def range_assign(subscriptions: dict[str, list[str]], partition_counts: dict[str, int],
+                 seeded_bug: Callable[[str], bool] = lambda name: False) -> dict[str, list[TP]]:
     """Kafka's RangeAssignor: per topic, the sorted subscribers split the partitions into
-    contiguous ranges, the first ones getting one extra when it does not divide."""
+    contiguous ranges, the first ones getting one extra when it does not divide. `seeded_bug`
+    is the member's NodeRuntime.seeded_bug."""
     out: dict[str, list[TP]] = {m: [] for m in subscriptions}
     topics = sorted({t for ts in subscriptions.values() for t in ts})
     for topic in topics:
@@ -118,7 +119,7 @@ def range_assign(subscriptions: dict[str, list[str]], partition_counts: dict[str
         for i, m in enumerate(members):
             count = per + (1 if i < extra else 0)
             out[m] += [(topic, p) for p in range(start, start + count)]
-            if bugs.on("two-owners") and start > 0:
+            if seeded_bug("two-owners") and start > 0:
                 out[m].append((topic, start - 1))  # seeded bug: the previous member's last partition too
             start += count
     return out
@@ -205,7 +206,7 @@ class GroupMember:
             subscriptions = {m.member_id: decode_subscription(bytes(m.metadata)) for m in join.members}
             topics = sorted({t for ts in subscriptions.values() for t in ts})
             counts = {t: await self.cluster.wait_for_topic(t) for t in topics}
-            plan = range_assign(subscriptions, counts)
+            plan = range_assign(subscriptions, counts, self.rt.seeded_bug)
             A_ = SyncGroupRequest.SyncGroupRequestAssignment
             assignments = [A_(member_id=m, assignment=encode_assignment(tps)) for m, tps in plan.items()]
         req = SyncGroupRequest(group_id=self.config.group_id, generation_id=join.generation_id,
@@ -288,7 +289,8 @@ class GroupMember:
         P = OffsetCommitRequest.OffsetCommitRequestTopic.OffsetCommitRequestPartition
         for (t, p), off in sorted(offsets.items()):
             by_topic.setdefault(t, []).append(P(partition_index=p, committed_offset=off, committed_metadata=""))
-        req = OffsetCommitRequest(group_id=self.config.group_id, generation_id_or_member_epoch=self.generation.generation_id,
+        req = OffsetCommitRequest(group_id=self.config.group_id,
+                                  generation_id_or_member_epoch=self.generation.generation_id,
                                   member_id=self.member_id,
                                   topics=[OffsetCommitRequest.OffsetCommitRequestTopic(name=t, partitions=ps)
                                           for t, ps in by_topic.items()])
@@ -323,7 +325,8 @@ class GroupMember:
         if version >= 3:
             M = LeaveGroupRequest.MemberIdentity
             req = LeaveGroupRequest(group_id=self.config.group_id,
-                                    members=[M(member_id=self.member_id, group_instance_id=self.config.group_instance_id)])
+                                    members=[M(member_id=self.member_id,
+                                               group_instance_id=self.config.group_instance_id)])
         else:
             req = LeaveGroupRequest(group_id=self.config.group_id, member_id=self.member_id)
         resp = await self._call(conn, req, version)

@@ -150,8 +150,8 @@ class Producer:
         for _ in range(attempts):
             try:
                 conn = await self.cluster.any_connection()
-                resp = await conn.request_within(InitProducerIdRequest(transactional_id=None, transaction_timeout_ms=-1),
-                                                 self.config.request_timeout_ms)
+                init = InitProducerIdRequest(transactional_id=None, transaction_timeout_ms=-1)
+                resp = await conn.request_within(init, self.config.request_timeout_ms)
                 if resp.error_code == E.NONE:
                     self.producer_id, self.epoch = int(resp.producer_id), int(resp.producer_epoch)
                     self.rt.trace("producer_id", client=self.cluster.client_id, producer_id=self.producer_id,
@@ -294,7 +294,8 @@ class Producer:
         if leader is None or leader.leader < 0 or leader.leader not in self.cluster.brokers:
             return E.LEADER_NOT_AVAILABLE, -1
         PD = ProduceRequest.TopicProduceData.PartitionProduceData
-        req = ProduceRequest(transactional_id=None, acks=self.config.acks, timeout_ms=int(self.config.request_timeout_ms),
+        req = ProduceRequest(transactional_id=None, acks=self.config.acks,
+                             timeout_ms=int(self.config.request_timeout_ms),
                              topic_data=[ProduceRequest.TopicProduceData(
                                  name=topic, partition_data=[PD(index=partition, records=records)])])
         try:

@@ -133,7 +133,8 @@ def _first_difference(reference: dict[int, BatchId], theirs: list[BatchId], star
             continue
         ref = reference.get(b.base_offset)
         if ref != b:
-            return (b.base_offset, None if ref is None else [ref.base_offset, ref.last_offset, ref.leader_epoch, ref.crc],
+            return (b.base_offset,
+                    None if ref is None else [ref.base_offset, ref.last_offset, ref.leader_epoch, ref.crc],
                     [b.base_offset, b.last_offset, b.leader_epoch, b.crc])
     return None
 

@@ -8,7 +8,6 @@ nodes it crashed), so faults that overlap do not heal each other.
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Optional
 
 from kafkasim.cluster.sim_cluster import SimCluster, is_role_target
 from kafkasim.harness.faults import Fault
@@ -16,7 +15,7 @@ from kafkasim.harness.scenario import Scenario
 from kafkasim.runtime.sim.kernel import Owner
 from kafkasim.runtime.sim.world import SimWorld
 
-Undo = Optional[Callable[[], None]]
+Undo = Callable[[], None] | None
 # Kinds whose targets must be processes (ZooKeeper is a server of the world, not a node).
 PROCESS_KINDS = ("crash", "restart", "disk", "disk_clear", "zk_expire", "pause")
 
@@ -46,7 +45,8 @@ def apply_fault(world: SimWorld, cluster: SimCluster, fault: Fault, harness: Own
     fresh = fault.kind not in ("restart", "disk_clear")  # these act on whom the role last was
     targets = _names(world, cluster, fault.targets, fresh)
     # partition: its two sides; block / clog: [[from], [to]]
-    sides = [_names(world, cluster, side) for side in (fault.sides or ([[fault.src], [fault.dst]] if fault.src else []))]
+    given = fault.sides or ([[fault.src], [fault.dst]] if fault.src else [])
+    sides = [_names(world, cluster, side) for side in given]
     if fault.targets:
         desc["resolved"] = ",".join(targets)
     if sides:

@@ -10,7 +10,6 @@ from dataclasses import dataclass
 
 from kafkasim.harness.runner import run_scenario
 from kafkasim.harness.scenario import load_scenario
-from kafkasim.runtime import bugs
 
 
 @dataclass
@@ -44,8 +43,7 @@ def replay(run_json: str) -> ReplayResult:
     replay_dir = os.path.join(run_dir, "replay")  # kept: the replayed trace is evidence
     # A run recorded with seeded bugs replays with exactly those bugs (and no others): they are
     # part of what the run was a function of, like the seed.
-    with bugs.seeded(*run.get("seeded_bugs", [])):
-        again = run_scenario(scenario, int(run["seed"]), replay_dir)
+    again = run_scenario(scenario, int(run["seed"]), replay_dir, run.get("seeded_bugs", []))
     original_trace = os.path.join(run_dir, "trace.jsonl")
     diverge = None
     if again.run["trace_hash"] != run["trace_hash"] and os.path.exists(original_trace):

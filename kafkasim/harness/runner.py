@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import os
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -17,17 +18,27 @@ from kafkasim.cluster.sim_cluster import SimCluster
 from kafkasim.harness.checkers import Anomaly, CheckResult, check_all
 from kafkasim.harness.godseye import GodsEye, check_replicas, failover_times
 from kafkasim.harness.group_workload import GroupRun, Slot, StartMember, member_starter, run_churn
+from kafkasim.harness.host import code_version, wall_seconds
 from kafkasim.harness.inject import schedule_faults
 from kafkasim.harness.nemesis import with_concrete_faults
 from kafkasim.harness.scenario import Scenario
 from kafkasim.harness.workload import History, run_consumer, run_producer
 from kafkasim.protocol import errors as E
-from kafkasim.runtime import bugs
-from kafkasim.runtime.host import code_version, wall_seconds
+from kafkasim.runtime import seeded_bugs
 from kafkasim.runtime.sim.world import SimWorld
 
 BROKER_PORT = 9092
 STEP_MS = 1000.0
+# Test-only: the seeded bugs (runtime/seeded_bugs.py) the CLI builds `run` and `sweep` worlds
+# with; replay and shrink take them from run.json instead.
+SEEDED_BUGS_ENV = "KAFKASIM_SEEDED_BUGS"
+
+
+def seeded_bugs_from_env(env: Mapping[str, str]) -> frozenset[str]:
+    try:
+        return seeded_bugs.parse(env.get(SEEDED_BUGS_ENV, ""))
+    except ValueError as exc:
+        raise ValueError(f"{SEEDED_BUGS_ENV}: {exc}") from None
 
 
 @dataclass
@@ -50,9 +61,9 @@ def _broker_config(scenario: Scenario, broker_id: int, host: str) -> BrokerConfi
     return cfg
 
 
-def build_world(scenario: Scenario, seed: int, trace_out: Any, history: History
+def build_world(scenario: Scenario, seed: int, trace_out: Any, history: History, bugs: Iterable[str] = ()
                 ) -> tuple[SimWorld, list[Any], SimCluster]:
-    world = SimWorld(seed, trace_out, latency_ms=scenario.latency_ms)
+    world = SimWorld(seed, trace_out, latency_ms=scenario.latency_ms, seeded_bugs=bugs)
     cluster = SimCluster(world, lambda broker_id, host: _broker_config(scenario, broker_id, host), scenario.racks)
     for i in range(scenario.brokers):
         cluster.add_broker(i)
@@ -128,7 +139,9 @@ async def _create_topics(rt: Any, bootstrap: str, scenario: Scenario, ready: Any
     ready.set_result(None)
 
 
-def run_scenario(scenario: Scenario, seed: int, out_dir: str | None = None) -> RunResult:
+def run_scenario(scenario: Scenario, seed: int, out_dir: str | None = None,
+                 bugs: Iterable[str] = ()) -> RunResult:
+    """`bugs`: the seeded bugs the world is built with (none for a clean run)."""
     out_dir = out_dir or default_out_dir(scenario, seed)
     os.makedirs(out_dir, exist_ok=True)
     scenario = with_concrete_faults(scenario, seed)  # nemesis profiles -> this seed's faults
@@ -137,10 +150,10 @@ def run_scenario(scenario: Scenario, seed: int, out_dir: str | None = None) -> R
     last_fault_ms = max((f.end_ms for f in scenario.faults), default=0.0)
     deadline = min(scenario.duration_ms, last_fault_ms + scenario.liveness_ms)
     with open(os.path.join(out_dir, "trace.jsonl"), "w") as trace_out:
-        world, finals, cluster = build_world(scenario, seed, trace_out, history)
+        world, finals, cluster = build_world(scenario, seed, trace_out, history, bugs)
         eyes = GodsEye(world, cluster)  # recovery and invariant checks while the run goes
-        if bugs.enabled():  # a run with seeded bugs says so in its trace, not only in run.json
-            world.emit("harness", "seeded_bugs", {"bugs": bugs.enabled()})
+        if world.seeded_bugs:  # a run with seeded bugs says so in its trace, not only in run.json
+            world.emit("harness", "seeded_bugs", {"bugs": sorted(world.seeded_bugs)})
         schedule_faults(world, scenario, cluster)
         while world.now_ms() < deadline and not all(t.done() for t in finals):
             world.run(min(world.now_ms() + STEP_MS, deadline))
@@ -152,11 +165,20 @@ def run_scenario(scenario: Scenario, seed: int, out_dir: str | None = None) -> R
     wall = wall_seconds() - wall_start
     run = _run_json(scenario, seed, world, history, results, completed, wall, deadline)
     run["stats"]["failovers"] = failover_times(os.path.join(out_dir, "trace.jsonl"))
-    run["seeded_bugs"] = bugs.enabled()
+    run["seeded_bugs"] = sorted(world.seeded_bugs)
     run["stats"]["recoveries_checked"] = eyes.recovery.recoveries_checked
     with open(os.path.join(out_dir, "run.json"), "w") as f:
         json.dump(run, f, indent=2, sort_keys=True)
     return RunResult(run, out_dir)
+
+
+def invariant_results(world: SimWorld) -> list[CheckResult]:
+    """One failed check per violated NodeRuntime.invariant, named `invariant:<what>` (only
+    violated ones appear: the invariants are checked inline, not enumerated)."""
+    by_name: dict[str, list[Anomaly]] = {}
+    for v in world.violations:
+        by_name.setdefault(v.what, []).append(Anomaly(f"invariant:{v.what}", {"node": v.node, "t_ms": v.t_ms}))
+    return [CheckResult(f"invariant:{what}", anomalies) for what, anomalies in by_name.items()]
 
 
 def _percentiles(values: list[float]) -> dict[str, float] | None:
@@ -174,7 +196,7 @@ def _run_json(scenario: Scenario, seed: int, world: SimWorld, history: History, 
               completed: bool, wall_s: float, deadline_ms: float) -> dict[str, Any]:
     # A task that died of an exception nobody handled is a bug in the node's code.
     extra = [CheckResult("task-error", [Anomaly("task-error", {"node": o, "task": t, "error": e})
-                                        for o, t, e in world.failures])]
+                                        for o, t, e in world.failures])] + invariant_results(world)
     liveness = CheckResult("liveness", [] if completed else [Anomaly("liveness", {
         "reason": "the workload did not finish by the deadline (last fault + heal.liveness_ms, capped by "
                   "scenario.duration_ms)", "deadline_ms": deadline_ms,

@@ -22,9 +22,8 @@ from typing import Any
 
 from kafkasim.harness.faults import TARGETED, Fault
 from kafkasim.harness.nemesis import with_concrete_faults
-from kafkasim.harness.runner import run_scenario
+from kafkasim.harness.runner import SEEDED_BUGS_ENV, run_scenario
 from kafkasim.harness.scenario import Scenario, load_scenario
-from kafkasim.runtime import bugs
 
 NUMERIC = (("producer", "messages", 1), ("producer", "count", 1), ("consumer", "count", 1),
            ("topic", "partitions", 1), ("cluster", "brokers", 1))
@@ -67,8 +66,8 @@ def shrink(run_json: str, out_path: str | None = None, max_runs: int = 200,
         if runs >= max_runs:
             return False
         runs += 1
-        with bugs.seeded(*seeded_bugs):  # the failing run's seeded bugs, if any, stay on
-            res = run_scenario(candidate, seed, os.path.join(work_dir, f"try-{runs}"))
+        # The failing run's seeded bugs, if any, stay on.
+        res = run_scenario(candidate, seed, os.path.join(work_dir, f"try-{runs}"), seeded_bugs)
         ok = bool(_violations(res.run) & target)
         on_step(f"try {runs}: size {size(candidate)} -> {'still fails' if ok else 'passes'}")
         return ok
@@ -82,9 +81,9 @@ def shrink(run_json: str, out_path: str | None = None, max_runs: int = 200,
     best.name = f"{original.name}-shrunk-seed{seed}"
     path = out_path or os.path.join(os.path.dirname(os.path.abspath(run_json)), "shrunk.toml")
     with open(path, "w") as f:
-        f.write(dump_scenario(best, f"shrunk from {original.path} (seed {seed}); still fails at least one of the original run's violations: "
-                                    f"{', '.join(sorted(target))}"
-                                    + (f" (with {bugs.ENV_VAR}={','.join(seeded_bugs)})" if seeded_bugs else "")))
+        f.write(dump_scenario(best, f"shrunk from {original.path} (seed {seed}); still fails at least one of "
+                                    f"the original run's violations: {', '.join(sorted(target))}"
+                                    + (f" (with {SEEDED_BUGS_ENV}={','.join(seeded_bugs)})" if seeded_bugs else "")))
     return ShrinkResult(original, best, runs, sorted(target), path)
 
 
@@ -170,7 +169,8 @@ def _toml_value(v: Any) -> str:
 
 
 def _fault_table(f: Fault) -> list[str]:
-    lines = ["[[faults]]"] + ([f"# from {f.source}"] if f.source else []) + [f"at_ms = {_toml_value(f.at_ms)}", f"kind = {_toml_value(f.kind)}"]
+    lines = (["[[faults]]"] + ([f"# from {f.source}"] if f.source else [])
+             + [f"at_ms = {_toml_value(f.at_ms)}", f"kind = {_toml_value(f.kind)}"])
     if f.jitter_ms:
         lines.append(f"jitter_ms = {_toml_value(f.jitter_ms)}")
     if f.duration_ms:
@@ -216,7 +216,8 @@ def _group_lines(s: Scenario) -> list[str]:
     return [f"group = {_toml_value(c.group)}", f"commit = {_toml_value(c.commit)}",
             f"commit_interval_ms = {_toml_value(c.commit_interval_ms)}",
             f"churn_interval_ms = {_toml_value(c.churn_interval_ms)}", f"churn = {_toml_value(c.churn)}",
-            f"churn_until_ms = {_toml_value(c.churn_until_ms)}", f"crash_restart_ms = {_toml_value(c.crash_restart_ms)}",
+            f"churn_until_ms = {_toml_value(c.churn_until_ms)}",
+            f"crash_restart_ms = {_toml_value(c.crash_restart_ms)}",
             f"session_timeout_ms = {c.session_timeout_ms}", f"heartbeat_interval_ms = {c.heartbeat_interval_ms}",
             f"rebalance_timeout_ms = {c.rebalance_timeout_ms}"]
 

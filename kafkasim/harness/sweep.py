@@ -4,15 +4,16 @@ JUnit XML for CI, and a non-zero exit on any violation."""
 from __future__ import annotations
 
 import os
+from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 from xml.sax.saxutils import escape, quoteattr
 
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
+from kafkasim.harness.host import run_in_processes
 from kafkasim.harness.runner import default_out_dir, run_scenario
 from kafkasim.harness.scenario import load_scenario
-from kafkasim.runtime.host import run_in_processes
 
 
 @dataclass(frozen=True)
@@ -20,6 +21,7 @@ class Job:
     scenario_path: str
     seed: int
     reports_dir: str
+    seeded_bugs: tuple[str, ...] = ()
 
 
 def parse_seeds(spec: str) -> list[int]:
@@ -41,7 +43,7 @@ def scenario_files(path: str) -> list[str]:
 
 def run_job(job: Job) -> dict[str, Any]:
     scenario = load_scenario(job.scenario_path)
-    result = run_scenario(scenario, job.seed, default_out_dir(scenario, job.seed, job.reports_dir))
+    result = run_scenario(scenario, job.seed, default_out_dir(scenario, job.seed, job.reports_dir), job.seeded_bugs)
     run = result.run
     return {"scenario": run["scenario"], "path": job.scenario_path, "seed": job.seed, "verdict": run["verdict"],
             "trace_hash": run["trace_hash"], "out_dir": result.out_dir, "wall_s": run["stats"]["wall_time_s"],
@@ -49,14 +51,16 @@ def run_job(job: Job) -> dict[str, Any]:
             "expected": [c["name"] for c in run["checks"] if not c["ok"] and c["expected"]]}
 
 
-def sweep(path: str, seeds: list[int], jobs: int, reports_dir: str, junit: str | None) -> list[dict[str, Any]]:
+def sweep(path: str, seeds: list[int], jobs: int, reports_dir: str, junit: str | None,
+          seeded_bugs: Iterable[str] = ()) -> list[dict[str, Any]]:
     files = scenario_files(path)
     for f in files:
         load_scenario(f)  # fail fast, naming file and key, before any worker starts
-    work = [Job(f, s, reports_dir) for f in files for s in seeds]
+    bugs = tuple(sorted(seeded_bugs))
+    work = [Job(f, s, reports_dir, bugs) for f in files for s in seeds]
     results: list[dict[str, Any]] = []
-    columns = (TextColumn("[bold]sweep"), BarColumn(), MofNCompleteColumn(), TextColumn("{task.fields[failed]} failing"),
-               TimeElapsedColumn())
+    columns = (TextColumn("[bold]sweep"), BarColumn(), MofNCompleteColumn(),
+               TextColumn("{task.fields[failed]} failing"), TimeElapsedColumn())
     with Progress(*columns, transient=False) as progress:
         task = progress.add_task("runs", total=len(work), failed=0)
 

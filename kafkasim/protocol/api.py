@@ -138,7 +138,7 @@ class ApiInfo:
 
 
 API_BY_KEY: dict[int, ApiInfo] = {
-    row[0]: ApiInfo(*row) for row in API_TABLE  # type: ignore[misc]
+    row[0]: ApiInfo(*row) for row in API_TABLE
 }
 API_BY_NAME: dict[str, ApiInfo] = {info.name: info for info in API_BY_KEY.values()}
 

@@ -55,7 +55,8 @@ class UnknownApiError(ProtocolError):
     """A request with an api key this codec doesn't know. Kafka closes the connection."""
 
     def __init__(self, ids: RequestIds) -> None:
-        super().__init__(f"unknown api key {ids.api_key} (version {ids.api_version}, correlation id {ids.correlation_id})")
+        super().__init__(f"unknown api key {ids.api_key} (version {ids.api_version}, "
+                         f"correlation id {ids.correlation_id})")
         self.ids = ids
 
 

@@ -35,6 +35,14 @@ class RuntimeTimeout(Exception):
     """A runtime wait (connect, wait_for) ran out of time."""
 
 
+class InvariantViolation(AssertionError):
+    """`NodeRuntime.invariant` failed in the simulated world; `what` names the invariant."""
+
+    def __init__(self, what: str) -> None:
+        super().__init__(f"invariant violated: {what}")
+        self.what = what
+
+
 # ---------------------------------------------------------------- network errors
 class NetworkError(OSError):
     """Base of every network failure seen by code above the seam."""
@@ -364,6 +372,20 @@ class NodeRuntime(abc.ABC):
     net: Network
     fs: FileSystem
     coordination: Coordination
+    # The seeded bugs of the world this node lives in (runtime/seeded_bugs.py): set by the world.
+    seeded_bugs: frozenset[str] = frozenset()
+
+    def seeded_bug(self, name: str) -> bool:
+        """Whether seeded bug `name` is on in this node's world (a set lookup: hooks sit on hot
+        paths)."""
+        return name in self.seeded_bugs
+
+    @abc.abstractmethod
+    def invariant(self, cond: bool, what: str) -> None:
+        """A broker/storage invariant checked at the point of change; `what` names it. The
+        simulated world fails the run (raises InvariantViolation, and the run reports `what`);
+        the real world traces the violation and goes on. When `cond` holds this draws no random
+        number and traces nothing, so it never changes a trace."""
 
     @abc.abstractmethod
     def now_ms(self) -> int:

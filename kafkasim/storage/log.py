@@ -206,6 +206,7 @@ class Log:
 
     def update_high_watermark(self, offset: int) -> None:
         self._high_watermark = max(self.log_start_offset, min(offset, self.log_end_offset))
+        self.rt.invariant(self._high_watermark <= self.log_end_offset, "high-watermark<=log-end-offset")
 
     def _new_segment(self, base_offset: int, suffix: str = "") -> LogSegment:
         jitter = 0
@@ -335,7 +336,7 @@ class Log:
             if seg.base_offset not in self._pending_index_rebuild or seg.deleted:
                 continue
             result = seg.recover(max_batch_size=self._max_batch_size(), min_offset=self._prev_next_offset(seg),
-                                 latest_epoch=self.leader_epoch_cache.latest_epoch)
+                                 latest_epoch=self.leader_epoch_cache.latest_epoch, seeded_bug=self.rt.seeded_bug)
             if result.truncated_bytes:
                 self._trace_recovery(segment=seg.base_offset, valid_bytes=seg.size,
                                      dropped_bytes=result.truncated_bytes, reason=result.reason)
@@ -391,7 +392,8 @@ class Log:
         deleted = False
         for i, seg in enumerate(unflushed):
             prev = self._prev_next_offset(seg)
-            result = seg.recover(max_batch_size=self._max_batch_size(), min_offset=prev, latest_epoch=latest_epoch)
+            result = seg.recover(max_batch_size=self._max_batch_size(), min_offset=prev, latest_epoch=latest_epoch,
+                                 seeded_bug=self.rt.seeded_bug)
             self._pending_index_rebuild.discard(seg.base_offset)
             epochs += result.epochs
             if result.epochs:
@@ -557,6 +559,7 @@ class Log:
                 await self.fs.fsync_dir(self.dir)
             if offset > self.recovery_point:
                 self.recovery_point = offset
+                self.rt.invariant(self.log_start_offset <= offset <= self.log_end_offset, "recovery-point-within-log")
                 self.last_flush_ms = self.rt.now_ms()
 
     # ================================================================ read

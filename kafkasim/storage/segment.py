@@ -22,13 +22,12 @@ answer a ListOffsets by timestamp at record granularity.
 from __future__ import annotations
 
 import struct
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 
 import crc32c as _crc32c  # the C implementation records.crc wraps; called bare on the hot path
 
 from kafkasim.records.batch import LOG_OVERHEAD, MAGIC_VALUE_V2, MIN_BATCH_LENGTH, decode_batch_records
-from kafkasim.runtime import bugs
 from kafkasim.runtime.api import FileHandle, FileSystem
 from kafkasim.storage.file_records import FileRegion
 from kafkasim.storage.index import NO_TIMESTAMP, IndexOffsetOverflowError, OffsetIndex, TimeIndex
@@ -270,15 +269,18 @@ class LogSegment:
         return None
 
     # ---------------------------------------------------------------- recovery
-    def recover(self, *, max_batch_size: int, min_offset: int, latest_epoch: int) -> RecoveryResult:
+    def recover(self, *, max_batch_size: int, min_offset: int, latest_epoch: int,
+                seeded_bug: Callable[[str], bool]) -> RecoveryResult:
         """LogSegment.recover: rebuild both indexes from the .log, validating every batch
         (length, magic, CRC-32C; and, beyond Kafka, offsets that never go backwards), and cut
-        the file at the first byte that is not a valid batch."""
+        the file at the first byte that is not a valid batch. `seeded_bug` is the node's
+        NodeRuntime.seeded_bug."""
         self.offset_index.reset()
         self.time_index.reset()
         self._max_ts_and_offset = (NO_TIMESTAMP, self.base_offset)
         file_size = self.log.size()
         scan = _RecoveryScan(self, file_size, max_batch_size, max(min_offset, self.base_offset), latest_epoch)
+        scan.check_crc = not seeded_bug("skip-recovery-crc")  # seeded bug: torn batches with intact headers kept
         scan.run()
         truncated = file_size - scan.valid
         if truncated > 0:
@@ -398,6 +400,7 @@ class _RecoveryScan:
         self.offset_entries: list[int] = []  # relative offset, position, ...
         self.time_entries: list[int] = []    # timestamp, relative offset, ...
         self.last_time_ts = NO_TIMESTAMP
+        self.check_crc = True
 
     def run(self) -> None:
         while self.valid < self.file_size:
@@ -433,7 +436,7 @@ class _RecoveryScan:
         last_index_entry, latest_epoch = self.last_index_entry, self.latest_epoch
         offset_entries, time_entries = self.offset_entries, self.time_entries
         reason = ""
-        check_crc = not bugs.on("skip-recovery-crc")  # seeded bug: torn batches with intact headers kept
+        check_crc = self.check_crc
         if self.first_max_ts is None and n >= HEADER_PREFIX and length_of(chunk, 8)[0] >= MIN_BATCH_LENGTH:
             self.first_max_ts = _HDR.unpack_from(chunk, 0)[8]
         while i + LOG_OVERHEAD <= n:

@@ -11,7 +11,6 @@ from kafkasim.harness.replay import replay
 from kafkasim.harness.runner import run_scenario
 from kafkasim.harness.scenario import load_scenario, parse_scenario
 from kafkasim.harness.shrink import dump_scenario, shrink, size
-from kafkasim.runtime import bugs
 
 
 def _probe() -> dict[str, Any]:
@@ -29,14 +28,11 @@ def test_a_seeded_bug_run_replays_identically_and_shrinks_with_its_bug(tmp_path:
     path = tmp_path / "probe.toml"  # run.json points at a scenario file: write one
     path.write_text(dump_scenario(parse_scenario(str(path), _probe())))
     scenario = load_scenario(str(path))
-    with bugs.seeded("hw-before-isr"):
-        failing = run_scenario(scenario, 3, str(tmp_path / "run"))
+    failing = run_scenario(scenario, 3, str(tmp_path / "run"), ["hw-before-isr"])
     assert not failing.passed and failing.run["seeded_bugs"] == ["hw-before-isr"]
-    assert bugs.enabled() == []  # the replay below gets no help from the switchboard
 
-    again = replay(str(tmp_path / "run" / "run.json"))
+    again = replay(str(tmp_path / "run" / "run.json"))  # the bugs come from run.json alone
     assert again.identical, again.first_divergence
-    assert bugs.enabled() == []  # and replay leaves it as it found it
 
     clean = run_scenario(scenario, 3, str(tmp_path / "clean"))
     assert clean.passed and clean.run["trace_hash"] != failing.run["trace_hash"]
@@ -45,6 +41,5 @@ def test_a_seeded_bug_run_replays_identically_and_shrinks_with_its_bug(tmp_path:
     assert size(res.shrunk) < size(res.original)
     assert "hw-above-isr-replica" in res.violations
     assert "KAFKASIM_SEEDED_BUGS=hw-before-isr" in Path(res.path).read_text()
-    with bugs.seeded("hw-before-isr"):
-        shrunk_run = run_scenario(load_scenario(res.path), 3, str(tmp_path / "shrunk"))
+    shrunk_run = run_scenario(load_scenario(res.path), 3, str(tmp_path / "shrunk"), ["hw-before-isr"])
     assert not shrunk_run.passed

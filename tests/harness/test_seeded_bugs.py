@@ -1,4 +1,4 @@
-"""Each seeded bug (kafkasim/runtime/bugs.py) is caught by the check that claims to catch it,
+"""Each seeded bug (kafkasim/runtime/seeded_bugs.py) is caught by the check that claims to catch it,
 on every seed tried, and the same runs without the bug pass: the checkers are shown to find
 what they look for, and the scenarios to provoke it.
 
@@ -21,9 +21,11 @@ from typing import Any
 
 import pytest
 
-from kafkasim.harness.runner import run_scenario
+from kafkasim.harness.runner import run_scenario, seeded_bugs_from_env
 from kafkasim.harness.scenario import Scenario, load_scenario, parse_scenario
-from kafkasim.runtime import bugs
+from kafkasim.runtime.real.world import RealNode
+from kafkasim.runtime.seeded_bugs import parse
+from kafkasim.runtime.sim.world import SimWorld
 
 SCENARIOS = Path(__file__).resolve().parents[2] / "scenarios"
 
@@ -61,8 +63,7 @@ def test_seeded_bug_is_caught_and_the_clean_run_passes(tmp_path: Path, bug: str,
                                                        seeds: list[int]) -> None:
     sc = scenario()
     for seed in seeds:
-        with bugs.seeded(bug):
-            buggy = run_scenario(sc, seed, str(tmp_path / f"bug-{seed}")).run
+        buggy = run_scenario(sc, seed, str(tmp_path / f"bug-{seed}"), [bug]).run
         assert buggy["seeded_bugs"] == [bug]
         assert _violations(buggy, check) > 0, f"{bug} not caught by {check} on seed {seed}"
         assert buggy["verdict"] == "fail"
@@ -75,21 +76,27 @@ def test_seeded_bug_is_caught_and_the_clean_run_passes(tmp_path: Path, bug: str,
 
 
 def test_a_run_with_a_seeded_bug_says_so_in_its_trace(tmp_path: Path) -> None:
-    with bugs.seeded("two-owners"):  # a bug this run cannot reach: only the record differs
-        buggy = run_scenario(_replicated(), 1, str(tmp_path / "bug")).run
+    # A bug this run cannot reach: only the record differs.
+    buggy = run_scenario(_replicated(), 1, str(tmp_path / "bug"), ["two-owners"]).run
     clean = run_scenario(_replicated(), 1, str(tmp_path / "clean")).run
     assert buggy["trace_hash"] != clean["trace_hash"]
     assert '"ev":"seeded_bugs"' in (tmp_path / "bug" / "trace.jsonl").read_text()
     assert '"ev":"seeded_bugs"' not in (tmp_path / "clean" / "trace.jsonl").read_text()
 
 
-def test_the_switchboard_refuses_unknown_names_and_restores_the_previous_set() -> None:
+def test_worlds_refuse_unknown_names_and_answer_per_world(tmp_path: Path) -> None:
     with pytest.raises(ValueError, match="unknown seeded bug"):
-        bugs.parse("hw-before-isr,no-such-bug")
-    assert bugs.enabled() == []
-    with bugs.seeded("hw-before-isr", "two-owners"):
-        assert bugs.on("two-owners") and bugs.enabled() == ["hw-before-isr", "two-owners"]
-        with bugs.seeded():
-            assert not bugs.on("two-owners")
-        assert bugs.on("hw-before-isr")
-    assert not bugs.on("hw-before-isr") and bugs.enabled() == []
+        parse("hw-before-isr,no-such-bug")
+    with pytest.raises(ValueError, match="unknown seeded bug"):
+        SimWorld(1, seeded_bugs=["no-such-bug"])
+    with pytest.raises(ValueError, match="unknown seeded bug"):
+        RealNode("n", str(tmp_path), seeded_bugs=["no-such-bug"])
+    buggy, clean = SimWorld(1, seeded_bugs=["hw-before-isr", "two-owners"]), SimWorld(1)
+    rt = buggy.add_node("a").runtime
+    assert rt.seeded_bug("two-owners") and rt.seeded_bug("hw-before-isr") and not rt.seeded_bug("skip-recovery-crc")
+    assert not clean.add_node("a").runtime.seeded_bug("two-owners")  # no process-wide state
+    assert buggy.nodes["a"].runtime.seeded_bug("two-owners")
+    assert RealNode("n", str(tmp_path), seeded_bugs=["two-owners"]).seeded_bug("two-owners")
+    env = {"KAFKASIM_SEEDED_BUGS": "two-owners, hw-before-isr"}
+    assert seeded_bugs_from_env(env) == {"two-owners", "hw-before-isr"}
+    assert seeded_bugs_from_env({}) == frozenset()

@@ -212,11 +212,12 @@ class ControllerBrokerRequestBatch:
             for tp, st in sorted(states.items()):
                 by_topic.setdefault(tp[0], []).append(st)
             leaders = sorted({st.leader for st in states.values()})
-            live_leaders = [LeaderAndIsrRequest.LeaderAndIsrLiveLeader(broker_id=b, host_name=self.ctx.live_brokers[b].host,
-                                                                       port=self.ctx.live_brokers[b].port)
+            live_leaders = [LeaderAndIsrRequest.LeaderAndIsrLiveLeader(
+                broker_id=b, host_name=self.ctx.live_brokers[b].host, port=self.ctx.live_brokers[b].port)
                             for b in leaders if b in self.ctx.live_brokers]
             topic_states = [LeaderAndIsrRequest.LeaderAndIsrTopicState(
-                topic_name=t, topic_id=Z.uuid_from_str(self.ctx.topic_ids[t]) if self.ctx.topic_ids.get(t) else bytes(16),
+                topic_name=t,
+                topic_id=Z.uuid_from_str(self.ctx.topic_ids[t]) if self.ctx.topic_ids.get(t) else bytes(16),
                 partition_states=sts) for t, sts in by_topic.items()]
             req = LeaderAndIsrRequest(controller_id=self.controller_id, is_k_raft_controller=False,
                                       controller_epoch=controller_epoch, broker_epoch=self._broker_epoch(bid), type=0,

@@ -38,8 +38,8 @@ from kafkasim.protocol.messages.sync_group import SyncGroupRequest, SyncGroupRes
 from kafkasim.protocol.primitives import Message
 
 if TYPE_CHECKING:
+    from kafkasim.broker.api_registry import ApiRegistry, CreateTopic, Handler
     from kafkasim.broker.config import BrokerConfig
-    from kafkasim.broker.kafka_apis import CreateTopic, Handler, KafkaApis
     from kafkasim.broker.metadata_cache import MetadataCache
     from kafkasim.runtime.api import NodeRuntime
 
@@ -68,7 +68,7 @@ GROUP_AUTHORIZED_OPERATIONS = (1 << 3) | (1 << 6) | (1 << 8)
 AUTHORIZED_OPERATIONS_OMITTED = -2147483648
 
 
-def register(apis: KafkaApis, group_apis: GroupApis) -> None:
+def register(apis: ApiRegistry, group_apis: GroupApis) -> None:
     """Add the group APIs to the broker's (one call from KafkaApis)."""
     handlers: dict[int, Handler] = {
         A.FIND_COORDINATOR: group_apis.handle_find_coordinator,

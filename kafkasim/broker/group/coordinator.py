@@ -505,8 +505,8 @@ class GroupCoordinator:
         # CompletingRebalance: the member has its new generation but no assignment yet.
         return {tp: E.REBALANCE_IN_PROGRESS for tp in offsets}
 
-    def handle_fetch_offsets(self, group_id: str, require_stable: bool,
-                             partitions: list[TopicPartition] | None) -> tuple[int, dict[TopicPartition, PartitionData]]:
+    def handle_fetch_offsets(self, group_id: str, require_stable: bool, partitions: list[TopicPartition] | None
+                             ) -> tuple[int, dict[TopicPartition, PartitionData]]:
         error = self.validate_group_status(group_id, A.OFFSET_FETCH)
         if error is not None:
             return error, {}

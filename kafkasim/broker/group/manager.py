@@ -35,7 +35,7 @@ from __future__ import annotations
 import struct
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Union
+from typing import Any
 
 from kafkasim.broker.config import BrokerConfig
 from kafkasim.broker.group.delayed import DelayedGroupAppend
@@ -65,7 +65,6 @@ from kafkasim.records.batch import (
     iter_batches,
     parse_control_key,
 )
-from kafkasim.runtime import bugs
 from kafkasim.runtime.api import NodeRuntime
 
 GROUP_METADATA_TOPIC_NAME = "__consumer_offsets"
@@ -153,7 +152,7 @@ class UnknownKey:
     version: int
 
 
-BaseKey = Union[OffsetKey, GroupKey, UnknownKey]
+BaseKey = OffsetKey | GroupKey | UnknownKey
 
 
 def read_message_key(buf: bytes) -> BaseKey:
@@ -176,7 +175,8 @@ def read_offset_message_value(buf: bytes | None) -> OffsetAndMetadata | None:
     v = OffsetCommitValue.decode(memoryview(buf)[2:], version)
     return OffsetAndMetadata(offset=v.offset, leader_epoch=v.leader_epoch, metadata=v.metadata,
                              commit_timestamp_ms=v.commit_timestamp,
-                             expire_timestamp_ms=None if v.expire_timestamp == DEFAULT_TIMESTAMP else v.expire_timestamp)
+                             expire_timestamp_ms=(None if v.expire_timestamp == DEFAULT_TIMESTAMP
+                                                  else v.expire_timestamp))
 
 
 def read_group_message_value(group_id: str, buf: bytes | None, now_ms: int) -> GroupMetadata | None:
@@ -367,7 +367,7 @@ class GroupMetadataManager:
         records = [Record(now, offset_commit_key(group.group_id, tp), offset_commit_value(om))
                    for tp, om in filtered.items()]
         group.prepare_offset_commit(filtered)
-        acks = 1 if bugs.on("commit-before-replicated") else -1  # seeded bug: ack before replication
+        acks = 1 if self.rt.seeded_bug("commit-before-replicated") else -1  # seeded bug: ack before replication
         code, base_offset = await self._append(partition, records, required_acks=acks)
         if code == E.NONE:
             if not group.is_state(GroupState.DEAD):

@@ -147,7 +147,8 @@ class KafkaZkClient:
             return None
         return Z.parse_partition_state(data)
 
-    async def create_topic(self, name: str, assignment: dict[int, list[int]], config: dict[str, str]) -> TopicAssignment:
+    async def create_topic(self, name: str, assignment: dict[int, list[int]],
+                           config: dict[str, str]) -> TopicAssignment:
         """AdminZkClient.createTopicWithAssignment: the topic config, then the assignment znode
         (with a new topic id). The controller, watching /brokers/topics, does the rest."""
         validate_topic_name(name)

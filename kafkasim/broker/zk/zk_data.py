@@ -142,7 +142,8 @@ def topic_config_json(config: dict[str, str]) -> bytes:
 #   /isr_change_notification/isr_change_<seq>   {"version":1,"partitions":[{"topic":"t","partition":0}]}
 #   /log_dir_event_notification/log_dir_event_<seq>   {"version":1,"broker":1,"event":1}
 #   /admin/delete_topics/<t>                    ""  (empty: the mark)
-#   /admin/reassign_partitions                  {"version":1,"partitions":[{"topic":"t","partition":0,"replicas":[1,2]}]}
+#   /admin/reassign_partitions                  {"version":1,"partitions":
+#                                                 [{"topic":"t","partition":0,"replicas":[1,2]}]}
 #   /admin/preferred_replica_election           {"version":1,"partitions":[{"topic":"t","partition":0}]}
 #   /feature                                    {"features":{},"version":2,"status":1}
 #

@@ -34,8 +34,8 @@ class RealStream(Stream):
         sock = writer.get_extra_info("socket")
         if sock is not None:
             sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-        self.local = tuple(writer.get_extra_info("sockname")[:2])  # type: ignore[assignment]
-        self.peer = tuple(writer.get_extra_info("peername")[:2])  # type: ignore[assignment]
+        self.local = tuple(writer.get_extra_info("sockname")[:2])
+        self.peer = tuple(writer.get_extra_info("peername")[:2])
         self._closed = False
 
     async def read_exactly(self, n: int) -> bytes:

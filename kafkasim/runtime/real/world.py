@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import signal
 import time
 from collections.abc import Callable, Coroutine, Generator, Iterable
 from typing import IO, Any, TypeVar
@@ -20,6 +21,7 @@ from kafkasim.runtime.real.fs import RealFileSystem
 from kafkasim.runtime.real.net import RealNetwork
 from kafkasim.runtime.real.zk import EmbeddedCoordination, KazooCoordination, NodeEmbeddedCoordination
 from kafkasim.runtime.rng import SeededRng
+from kafkasim.runtime.seeded_bugs import check as seeded_bugs_check
 
 T = TypeVar("T")
 
@@ -91,6 +93,18 @@ class JsonlTrace:
     def __init__(self, out: IO[str] | None = None) -> None:
         self._out = out
 
+    @classmethod
+    def to_file(cls, path: str | None) -> JsonlTrace:
+        """Appending, line-buffered, to `path` (its directory created); no sink for None."""
+        if not path:
+            return cls(None)
+        os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
+        return cls(open(path, "a", buffering=1))
+
+    def close(self) -> None:
+        if self._out is not None:
+            self._out.close()
+
     def emit(self, node: str, ev: str, fields: dict[str, Any]) -> None:
         if self._out is None:
             return
@@ -102,8 +116,9 @@ class JsonlTrace:
 class RealNode(NodeRuntime):
     def __init__(self, name: str, data_dir: str, zookeeper: str | Coordination | None = None,
                  host: str = "127.0.0.1", seed: int | None = None,
-                 trace: JsonlTrace | None = None) -> None:
+                 trace: JsonlTrace | None = None, seeded_bugs: Iterable[str] = ()) -> None:
         self.node = name
+        self.seeded_bugs = seeded_bugs_check(seeded_bugs)  # unknown names refused here
         self.host = host
         self._alive = True
         self._tasks: set[asyncio.Task[Any]] = set()
@@ -112,8 +127,8 @@ class RealNode(NodeRuntime):
         self._rngs: dict[str, SeededRng] = {}
         self._trace = trace or JsonlTrace(None)
         self.failures: list[tuple[str, str, str]] = []
-        self.net = RealNetwork(self)
-        self.fs = RealFileSystem(data_dir, self)
+        self.net: RealNetwork = RealNetwork(self)
+        self.fs: RealFileSystem = RealFileSystem(data_dir, self)
         # A ZooKeeper connect string means real ZooKeeper through kazoo; None means an embedded
         # in-process store; a Coordination object is shared (several nodes, one process).
         if isinstance(zookeeper, str):
@@ -211,6 +226,11 @@ class RealNode(NodeRuntime):
     def alive(self) -> bool:
         return self._alive
 
+    def invariant(self, cond: bool, what: str) -> None:
+        # A real broker keeps serving: the violation is logged for whoever reads the trace.
+        if not cond:
+            self._trace.emit(self.node, "invariant_violated", {"what": what})
+
     def kill(self) -> None:
         """Stop every task and timer of this node now; later runtime calls raise NodeDead."""
         self._alive = False
@@ -225,6 +245,26 @@ class RealNode(NodeRuntime):
             kill_sessions()
 
 
+def run(main: Coroutine[Any, Any, T]) -> T:
+    """Run a real-world program's main coroutine to its end on a fresh event loop (the real
+    world's scheduler): what `kafkasim serve` and `kafkasim load` run under."""
+    return asyncio.run(main)
+
+
+async def stop_requested() -> None:
+    """Return once the process is asked to stop (SIGTERM or SIGINT)."""
+    loop = asyncio.get_running_loop()
+    stop: asyncio.Future[None] = loop.create_future()
+
+    def on_signal() -> None:
+        if not stop.done():
+            stop.set_result(None)
+
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(sig, on_signal)
+    await stop
+
+
 def _aio(item: Future[Any] | Task) -> asyncio.Future[Any]:
     if isinstance(item, RealFuture):
         return item._f
@@ -233,4 +273,4 @@ def _aio(item: Future[Any] | Task) -> asyncio.Future[Any]:
     raise TypeError(f"not a real-world future or task: {item!r}")
 
 
-__all__ = ["RealNode", "RealFuture", "RealTask", "JsonlTrace", "Cancelled"]
+__all__ = ["RealNode", "RealFuture", "RealTask", "JsonlTrace", "Cancelled", "run", "stop_requested"]

@@ -52,7 +52,8 @@ class EmbeddedZkClient(ZkClient):
 
     async def create(self, path: str, data: bytes = b"", *, ephemeral: bool = False,
                      sequential: bool = False, makepath: bool = False) -> str:
-        p, firings = self._run(lambda: self._c.store.create(self.session_id, path, data, ephemeral, sequential, makepath))
+        p, firings = self._run(
+            lambda: self._c.store.create(self.session_id, path, data, ephemeral, sequential, makepath))
         self._c.deliver(firings)
         return p  # type: ignore[no-any-return]
 
@@ -115,7 +116,7 @@ class NodeEmbeddedCoordination(Coordination):
 def _map_error(exc: BaseException) -> BaseException:
     from kazoo import exceptions as ke
 
-    table: list[tuple[type, type]] = [
+    table: list[tuple[type[BaseException], type[BaseException]]] = [
         (ke.NoNodeError, api.NoNodeError), (ke.NodeExistsError, api.NodeExistsError),
         (ke.BadVersionError, api.BadVersionError), (ke.NotEmptyError, api.NotEmptyError),
         (ke.NoChildrenForEphemeralsError, api.NoChildrenForEphemeralsError),
@@ -206,8 +207,9 @@ class KazooZkClient(ZkClient):
 
     async def create(self, path: str, data: bytes = b"", *, ephemeral: bool = False,
                      sequential: bool = False, makepath: bool = False) -> str:
-        return await self._call(self._k.create_async(path, data, ephemeral=ephemeral, sequence=sequential,
-                                                     makepath=makepath))  # type: ignore[no-any-return]
+        created: str = await self._call(self._k.create_async(path, data, ephemeral=ephemeral, sequence=sequential,
+                                                             makepath=makepath))
+        return created
 
     async def get(self, path: str, watch: Watcher | None = None) -> tuple[bytes, ZStat]:
         data, st = await self._call(self._k.get_async(path, watch=self._watch(watch)))

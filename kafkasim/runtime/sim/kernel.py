@@ -32,7 +32,7 @@ class SimFuture(Future[Any]):
 
     def set_exception(self, exc: BaseException) -> None:
         if not self._ev.triggered:
-            self._ev.fail(exc)
+            self._ev.fail(exc)  # type: ignore[arg-type]  # simpy says Exception; Cancelled is a BaseException
             # A failure nobody waits for must not abort env.run(); waiters still get it.
             self._ev.defused = True
 
@@ -42,9 +42,11 @@ class SimFuture(Future[Any]):
     def result(self) -> Any:
         if not self._ev.triggered:
             raise RuntimeError("future not done")
+        value = self._ev.value
         if not self._ev.ok:
-            raise self._ev.value
-        return self._ev.value
+            assert isinstance(value, BaseException)  # a failed event's value is its exception
+            raise value
+        return value
 
     def __await__(self) -> Generator[Any, Any, Any]:
         return (yield self._ev)
@@ -285,8 +287,11 @@ class SimKernel:
         for ev in events:
             ev.callbacks.append(on_done)
         if timeout_ms is not None:
-            self.env.timeout(max(0.0, timeout_ms)).callbacks.append(
-                lambda _e: woke.succeed(None) if not woke.triggered else None)
+            def on_timeout(_e: Any) -> None:
+                if not woke.triggered:
+                    woke.succeed(None)
+
+            self.env.timeout(max(0.0, timeout_ms)).callbacks.append(on_timeout)
         try:
             await SimAwait(woke)
             # Several may have completed at the same instant before this task resumed (and a

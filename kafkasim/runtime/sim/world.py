@@ -11,12 +11,14 @@ from __future__ import annotations
 import hashlib
 import json
 from collections.abc import Callable, Coroutine, Iterable
+from dataclasses import dataclass
 from typing import IO, Any, TypeVar
 
 from kafkasim.runtime.api import (
     Coordination,
     FileSystem,
     Future,
+    InvariantViolation,
     Network,
     NodeDead,
     NodeRuntime,
@@ -28,6 +30,7 @@ from kafkasim.runtime.api import (
     Timer,
 )
 from kafkasim.runtime.rng import SeededRng
+from kafkasim.runtime.seeded_bugs import check as seeded_bugs_check
 from kafkasim.runtime.sim.filesystem import SimDisk, SimFileSystem
 from kafkasim.runtime.sim.kernel import Owner, SimKernel
 from kafkasim.runtime.sim.network import SimNetwork
@@ -79,6 +82,7 @@ class SimNodeRuntime(NodeRuntime):
         self.net = SimNet(world, owner, node.name)
         self.fs: FileSystem = SimFileSystem(node.disk, owner)
         self.coordination: Coordination = SimCoordination(world.zookeeper, owner, node.name)
+        self.seeded_bugs = world.seeded_bugs
 
     def _check(self) -> None:
         if not self._owner.alive:
@@ -120,6 +124,19 @@ class SimNodeRuntime(NodeRuntime):
 
     def alive(self) -> bool:
         return self._owner.alive
+
+    def invariant(self, cond: bool, what: str) -> None:
+        if not cond:
+            self._w.invariant_failed(self.node, what)
+
+
+@dataclass(frozen=True)
+class Violation:
+    """A failed `NodeRuntime.invariant`: which, where and when (virtual ms)."""
+
+    what: str
+    node: str
+    t_ms: float
 
 
 class SimNode:
@@ -184,8 +201,10 @@ class SimNode:
 
 class SimWorld:
     def __init__(self, seed: int, trace_out: IO[str] | None = None,
-                 latency_ms: tuple[float, float] = (0.1, 0.8)) -> None:
+                 latency_ms: tuple[float, float] = (0.1, 0.8), seeded_bugs: Iterable[str] = ()) -> None:
         self.seed = seed
+        self.seeded_bugs = seeded_bugs_check(seeded_bugs)  # unknown names refused here
+        self.violations: list[Violation] = []  # failed invariants, in the order they failed
         self.kernel = SimKernel()
         self.trace = Trace(trace_out)
         self._rngs: dict[str, SeededRng] = {}
@@ -206,6 +225,13 @@ class SimWorld:
         record = dict(fields)
         record.update(t=round(self.kernel.now(), 6), node=node, ev=ev)
         self.trace.emit(record)
+
+    def invariant_failed(self, node: str, what: str) -> None:
+        """Recorded here as well as raised: broker code that catches the exception (a request
+        handler turning it into an error code) cannot hide it from the run's verdict."""
+        self.violations.append(Violation(what, node, self.kernel.now()))
+        self.emit(node, "invariant_violated", {"what": what})
+        raise InvariantViolation(what)
 
     def add_node(self, name: str) -> SimNode:
         if name in self.nodes:

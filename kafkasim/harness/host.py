@@ -1,12 +1,16 @@
-"""Facts about the host process that the harness needs and nothing simulated may see: the wall
-clock (to measure how much faster than real time a simulation ran) and the code version."""
+"""The host machine as the harness needs it and nothing simulated may see it: the wall clock (to
+measure how much faster than real time a simulation ran), the code version, worker processes for
+sweeps and a scratch directory for `kafkasim load`'s real node. The only harness module that may
+touch time, processes and temporary files (tests/unit/test_seam_guard.py allows it by name)."""
 
 from __future__ import annotations
 
 import os
 import subprocess
+import tempfile
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from importlib import metadata
 from typing import TypeVar
 
@@ -33,6 +37,13 @@ def code_version() -> str:
     except (OSError, subprocess.SubprocessError):
         return version
     return f"{version}+{sha}{'.dirty' if dirty else ''}"
+
+
+@contextmanager
+def scratch_dir() -> Iterator[str]:
+    """A temporary directory, removed afterwards."""
+    with tempfile.TemporaryDirectory() as path:
+        yield path
 
 
 def run_in_processes(fn: Callable[[T], R], items: list[T], jobs: int, on_result: Callable[[T, R], None]) -> None:
