@@ -1,7 +1,7 @@
 """The host machine as the harness needs it and nothing simulated may see it: the wall clock (to
 measure how much faster than real time a simulation ran), the code version, worker processes for
 sweeps and a scratch directory for `kafkasim load`'s real node. The only harness module that may
-touch time, processes and temporary files (tests/unit/test_seam_guard.py allows it by name)."""
+touch time, processes and temporary files (tests/test_seam_guard.py allows it by name)."""
 
 from __future__ import annotations
 

@@ -409,7 +409,7 @@ def iter_batches(
 
 def set_base_offset(buf: WritableBuffer, pos: int, base_offset: int) -> None:
     """Stamp the leader-assigned base offset. Bytes 0..7 are outside the CRC (which starts
-    at byte 21), so the stored CRC stays valid -- tests/unit/test_records_batch.py proves it."""
+    at byte 21), so the stored CRC stays valid -- tests/records/test_batch.py proves it."""
     _INT64.pack_into(buf, pos + BASE_OFFSET_OFFSET, base_offset)
 
 

@@ -7,6 +7,8 @@ from __future__ import annotations
 import json
 from typing import Any, Awaitable, Callable
 
+import pytest
+
 from kafkasim.broker import config_helper as C
 from kafkasim.protocol import api as A
 from kafkasim.protocol import errors as E
@@ -25,6 +27,8 @@ from kafkasim.protocol.messages.offset_for_leader_epoch import OffsetForLeaderEp
 from kafkasim.runtime.api import NodeRuntime
 from kafkasim.runtime.sim.world import SimWorld
 from tests.broker.test_idempotence import BROKER, Wire, _connect, _restart_broker, _run
+
+pytestmark = pytest.mark.sim
 
 Body = Callable[[SimWorld, NodeRuntime, dict[str, Any]], Awaitable[Any]]
 

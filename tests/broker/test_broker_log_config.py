@@ -4,9 +4,13 @@ LogManager's own settings (retention check interval, cleaner) reach the LogManag
 
 from __future__ import annotations
 
+import pytest
+
 from kafkasim.broker.config import BrokerConfig
 from kafkasim.broker.server import KafkaServer
 from kafkasim.runtime.sim.world import SimWorld
+
+pytestmark = pytest.mark.sim
 
 
 def test_finest_retention_unit_wins_and_minus_one_means_forever() -> None:

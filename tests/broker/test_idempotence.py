@@ -7,6 +7,8 @@ from __future__ import annotations
 import struct
 from typing import Any, Awaitable, Callable, Optional
 
+import pytest
+
 from kafkasim.broker import producer_id_manager as PIM
 from kafkasim.broker.config import BrokerConfig
 from kafkasim.broker.server import KafkaServer
@@ -22,6 +24,8 @@ from kafkasim.records.batch import Record, build_batch
 from kafkasim.runtime.api import NodeRuntime, Stream
 from kafkasim.runtime.sim.world import SimWorld
 from kafkasim.storage import producer_state as PS
+
+pytestmark = pytest.mark.sim
 
 BROKER = "broker-0"
 

@@ -30,6 +30,8 @@ from kafkasim.runtime.api import NodeRuntime
 from kafkasim.runtime.sim.world import SimWorld
 from kafkasim.storage.log import AppendInfo, Log, LogConfig
 
+pytestmark = pytest.mark.sim
+
 LAG_MS = 10_000        # replica.lag.time.max.ms
 T0 = 1_000_000.0       # a clock far from 0, as Kafka's wall clock is (lastCaughtUpTimeMs 0 = "never")
 LEADER = 0

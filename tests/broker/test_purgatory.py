@@ -7,9 +7,13 @@ from __future__ import annotations
 
 from typing import Any
 
+import pytest
+
 from kafkasim.broker.purgatory import DelayedOperation, DelayedOperationPurgatory, TopicKey, TopicPartitionOperationKey
 from kafkasim.runtime.api import NodeRuntime
 from kafkasim.runtime.sim.world import SimWorld
+
+pytestmark = pytest.mark.sim
 
 A, B = TopicPartitionOperationKey("t", 0), TopicPartitionOperationKey("t", 1)
 

@@ -8,6 +8,8 @@ from __future__ import annotations
 
 from typing import Any
 
+import pytest
+
 from kafkasim.protocol import api as A
 from kafkasim.protocol import errors as E
 from kafkasim.protocol.messages.alter_partition_reassignments import AlterPartitionReassignmentsRequest as APR
@@ -17,6 +19,8 @@ from kafkasim.protocol.messages.find_coordinator import FindCoordinatorRequest
 from kafkasim.protocol.messages.list_partition_reassignments import ListPartitionReassignmentsRequest
 from kafkasim.runtime.api import NodeRuntime
 from tests.cluster.cluster_sim import Cluster, run_cluster
+
+pytestmark = pytest.mark.sim
 
 
 def test_controlled_shutdown_moves_leadership_before_the_broker_stops() -> None:

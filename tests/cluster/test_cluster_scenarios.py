@@ -12,6 +12,8 @@ import pytest
 from kafkasim.harness.runner import run_scenario
 from kafkasim.harness.scenario import load_scenario
 
+pytestmark = pytest.mark.sim
+
 SCENARIOS = Path(__file__).resolve().parents[2] / "scenarios"
 
 

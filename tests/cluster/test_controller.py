@@ -7,11 +7,15 @@ from __future__ import annotations
 
 from typing import Any
 
+import pytest
+
 from kafkasim.protocol import api as A
 from kafkasim.protocol import errors as E
 from kafkasim.protocol.messages.leader_and_isr import LeaderAndIsrRequest
 from kafkasim.runtime.api import NodeRuntime
 from tests.cluster.cluster_sim import Cluster, run_cluster
+
+pytestmark = pytest.mark.sim
 
 
 def test_topic_creation_elects_the_first_replica_and_every_broker_learns_it() -> None:

@@ -8,9 +8,13 @@ from __future__ import annotations
 
 from typing import Any
 
+import pytest
+
 from kafkasim.broker.controller.event_manager import ControllerEventManager, ControllerMovedError
 from kafkasim.broker.controller_apis import _ask
 from kafkasim.runtime.sim.world import SimWorld
+
+pytestmark = pytest.mark.sim
 
 
 async def _never(_ev: Any, _exc: Exception) -> None:

@@ -7,6 +7,8 @@ from __future__ import annotations
 
 from typing import Any
 
+import pytest
+
 from kafkasim.protocol import api as A
 from kafkasim.protocol import errors as E
 from kafkasim.protocol.messages.find_coordinator import FindCoordinatorRequest
@@ -14,6 +16,8 @@ from kafkasim.protocol.messages.offset_commit import OffsetCommitRequest as OC
 from kafkasim.protocol.messages.offset_fetch import OffsetFetchRequest as OF
 from kafkasim.runtime.api import NodeRuntime
 from tests.cluster.cluster_sim import Cluster, run_cluster
+
+pytestmark = pytest.mark.sim
 
 
 async def _coordinator(c: Cluster, rt: NodeRuntime, via: int, not_in: tuple[int, ...] = ()) -> int:

@@ -7,9 +7,13 @@ from __future__ import annotations
 
 from typing import Any
 
+import pytest
+
 from kafkasim.protocol import errors as E
 from kafkasim.runtime.api import NodeRuntime
 from tests.cluster.cluster_sim import Cluster, run_cluster
+
+pytestmark = pytest.mark.sim
 
 
 def test_eio_takes_the_log_dir_offline_and_leadership_moves() -> None:

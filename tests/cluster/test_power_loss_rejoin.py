@@ -15,6 +15,8 @@ import pytest
 from kafkasim.harness.runner import run_scenario
 from kafkasim.harness.scenario import load_scenario
 
+pytestmark = pytest.mark.sim
+
 SCENARIO = Path(__file__).resolve().parents[2] / "scenarios" / "cluster-power-loss-rejoin.toml"
 BROKER_IDS = {"broker-0": 0, "broker-1": 1, "broker-2": 2}
 

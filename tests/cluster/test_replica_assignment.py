@@ -16,6 +16,8 @@ from kafkasim.broker.admin_utils import (
 from kafkasim.broker.zk import zk_data as Z
 from kafkasim.protocol import errors as E
 
+pytestmark = pytest.mark.unit
+
 
 def _never(n: int) -> int:
     raise AssertionError("a fixed start index draws nothing")

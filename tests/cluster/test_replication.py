@@ -7,10 +7,14 @@ from __future__ import annotations
 
 from typing import Any
 
+import pytest
+
 from kafkasim.harness.godseye import check_replicas
 from kafkasim.protocol import errors as E
 from kafkasim.runtime.api import NodeRuntime
 from tests.cluster.cluster_sim import Cluster, run_cluster
+
+pytestmark = pytest.mark.sim
 
 
 async def _topic(c: Cluster, rt: NodeRuntime, name: str = "t", rf: int = 3, **configs: str) -> tuple[int, list[int]]:

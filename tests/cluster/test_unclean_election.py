@@ -9,9 +9,13 @@ from __future__ import annotations
 
 from typing import Any
 
+import pytest
+
 from kafkasim.protocol import errors as E
 from kafkasim.runtime.api import NodeRuntime
 from tests.cluster.cluster_sim import Cluster, run_cluster
+
+pytestmark = pytest.mark.sim
 
 
 def _scenario(unclean: bool) -> Any:

@@ -3,8 +3,12 @@ order) on hand-built histories: each must flag its anomaly and stay quiet on the
 
 from __future__ import annotations
 
+import pytest
+
 from kafkasim.harness.checkers import check_committed_regression, check_polls, check_two_owners
 from kafkasim.harness.workload import Assignment, Commit, History, OffsetRead, Poll
+
+pytestmark = pytest.mark.unit
 
 
 def _assign(h: History, member: str, gen: int, parts: list[int], at: float = 0.0) -> None:

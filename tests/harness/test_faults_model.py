@@ -13,6 +13,8 @@ from kafkasim.harness.scenario import ScenarioError, parse_scenario
 from kafkasim.harness.shrink import dump_scenario
 from kafkasim.runtime.sim.world import SimWorld
 
+pytestmark = pytest.mark.sim
+
 BASE: dict[str, Any] = {"scenario": {"name": "t"}, "cluster": {"brokers": 3}, "topics": [{"name": "events"}]}
 
 

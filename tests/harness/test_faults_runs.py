@@ -7,8 +7,12 @@ import json
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from kafkasim.harness.runner import run_scenario
 from kafkasim.harness.scenario import load_scenario, parse_scenario
+
+pytestmark = pytest.mark.sim
 
 SESSION_MS = 3000
 

@@ -13,6 +13,8 @@ from kafkasim.harness import runner
 from kafkasim.harness.invariants import InvariantMonitor
 from kafkasim.harness.scenario import parse_scenario
 
+pytestmark = pytest.mark.sim
+
 TP = ("events", 0)
 
 

@@ -5,11 +5,15 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
+
 from kafkasim.harness.godseye import BatchId, _not_prefix, live_logs, restorable_batches, scan_batches
 from kafkasim.harness.runner import run_scenario
 from kafkasim.harness.scenario import parse_scenario
 from kafkasim.records.batch import Record, build_batch
 from kafkasim.runtime.sim.world import SimWorld
+
+pytestmark = pytest.mark.sim
 
 SEGMENT = "kafka-logs/events-0/00000000000000000000.log"
 

@@ -7,10 +7,14 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from kafkasim.harness.replay import replay
 from kafkasim.harness.runner import run_scenario
 from kafkasim.harness.scenario import load_scenario, parse_scenario
 from kafkasim.harness.shrink import dump_scenario, shrink, size
+
+pytestmark = pytest.mark.sim
 
 
 def _probe() -> dict[str, Any]:

@@ -11,6 +11,8 @@ import pytest
 
 from kafkasim.harness.scenario import ScenarioError, load_scenario, parse_scenario
 
+pytestmark = pytest.mark.unit
+
 
 def _raw(broker: dict[str, Any] | None = None, topic: dict[str, Any] | None = None) -> dict[str, Any]:
     return {"scenario": {"name": "x"}, "cluster": {"config": broker or {}},

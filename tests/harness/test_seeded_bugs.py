@@ -27,6 +27,8 @@ from kafkasim.runtime.real.world import RealNode
 from kafkasim.runtime.seeded_bugs import parse
 from kafkasim.runtime.sim.world import SimWorld
 
+pytestmark = pytest.mark.sim
+
 SCENARIOS = Path(__file__).resolve().parents[2] / "scenarios"
 
 

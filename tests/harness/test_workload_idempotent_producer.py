@@ -7,10 +7,14 @@ from __future__ import annotations
 
 from typing import Any
 
+import pytest
+
 from kafkasim.client.producer import Producer, ProducerConfig
 from kafkasim.protocol import errors as E
 from kafkasim.records.batch import iter_batches
 from kafkasim.runtime.sim.world import SimWorld
+
+pytestmark = pytest.mark.sim
 
 
 def _run(answers: list[int], sends: list[int]) -> tuple[list[tuple[int, int, int, int]], list[Any]]:

@@ -13,8 +13,12 @@ import sys
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from kafkasim.harness.runner import run_scenario
 from kafkasim.harness.scenario import load_scenario
+
+pytestmark = pytest.mark.sim
 
 
 def _trace(out: str) -> list[dict[str, Any]]:

@@ -1,5 +1,5 @@
 """The [workload] keys of a scenario: groups, churn, commit modes, idempotence, key and value
-distributions — parsed, and refused with a message naming the key (tests/sim/test_shrink.py checks that shrink writes them back)."""
+distributions — parsed, and refused with a message naming the key (tests/harness/test_shrink.py checks that shrink writes them back)."""
 
 from __future__ import annotations
 
@@ -8,6 +8,8 @@ import pytest
 from kafkasim.harness.scenario import ProducerSpec, ScenarioError, parse_scenario
 from kafkasim.harness.workload import KeyChooser, value_size
 from kafkasim.runtime.rng import SeededRng
+
+pytestmark = pytest.mark.sim
 
 
 def _raw(producer: dict | None = None, consumer: dict | None = None) -> dict:

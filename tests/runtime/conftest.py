@@ -8,15 +8,13 @@
 
 from __future__ import annotations
 
-import os
 import sys
 from pathlib import Path
-from typing import Iterator
 
 import pytest
 
 sys.path.insert(0, str(Path(__file__).parent))
-from runtime_worlds import RealHarness, SimHarness, World, load_zk_launcher  # noqa: E402
+from runtime_worlds import RealHarness, SimHarness, World  # noqa: E402
 
 
 @pytest.fixture(params=["sim", "real"])

@@ -20,6 +20,8 @@ from kafkasim.runtime.api import (
     ZOp,
 )
 
+pytestmark = pytest.mark.contract
+
 SESSION_MS = 6_000
 SETTLE_MS = 300  # long enough for a stray second watch delivery to show up
 

@@ -7,6 +7,8 @@ from typing import Any
 import pytest
 from runtime_worlds import Ctx, World
 
+pytestmark = pytest.mark.contract
+
 
 def test_file_append_pwrite_read_truncate_size(world: World) -> None:
     async def main(ctx: Ctx) -> list[Any]:

@@ -10,6 +10,8 @@ from runtime_worlds import Ctx, World
 
 from kafkasim.runtime.api import ConnectionClosed, ConnectionRefused, FrameTooLarge, NodeRuntime, Server, Stream
 
+pytestmark = pytest.mark.contract
+
 MAX_FRAME = 1 << 16
 TIMEOUT_MS = 2_000
 

@@ -9,6 +9,8 @@ from runtime_worlds import Ctx, World
 
 from kafkasim.runtime.api import Cancelled, NodeDead, RuntimeTimeout
 
+pytestmark = pytest.mark.contract
+
 
 # ---------------------------------------------------------------- time
 def test_sleeps_wake_in_deadline_order(world: World) -> None:

@@ -10,6 +10,8 @@ from runtime_worlds import Ctx, SimHarness
 
 from kafkasim.runtime.api import WatchEvent
 
+pytestmark = pytest.mark.unit
+
 SESSION_MS = 3_000
 
 

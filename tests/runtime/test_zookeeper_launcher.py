@@ -11,6 +11,8 @@ from typing import Any
 import pytest
 from runtime_worlds import ZK_SCRIPT, load_zk_launcher
 
+pytestmark = pytest.mark.unit
+
 zk = load_zk_launcher()
 
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from typing import Any, Optional
 
+import pytest
 from storage_helpers import keyed_batch, read_all, run_sim
 
 from kafkasim.records.batch import decode_batch_records, iter_batches, read_header
@@ -14,6 +15,8 @@ from kafkasim.runtime.api import NodeRuntime
 from kafkasim.storage.log import Log, LogConfig
 from kafkasim.storage.log_manager import LogManager
 from kafkasim.storage.verify import check_log
+
+pytestmark = pytest.mark.unit
 
 COMPACT = LogConfig(cleanup_policy="compact", segment_bytes=600, index_interval_bytes=100,
                     delete_retention_ms=10_000, segment_index_bytes=4096)

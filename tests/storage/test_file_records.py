@@ -6,10 +6,13 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+import pytest
 from storage_helpers import append, run_real
 
 from kafkasim.runtime.api import NodeRuntime
 from kafkasim.storage.log import Log, LogConfig
+
+pytestmark = pytest.mark.unit
 
 SMALL = LogConfig(segment_bytes=1000)
 

@@ -24,6 +24,8 @@ from kafkasim.storage.checkpoints import (
 from kafkasim.storage.index import OffsetIndex, TimeIndex
 from kafkasim.storage.log import Log, LogConfig
 
+pytestmark = pytest.mark.unit
+
 
 def test_offset_and_time_index_entries_and_file_sizes(tmp_path: Path) -> None:
     async def body(node: NodeRuntime) -> Any:

@@ -14,6 +14,8 @@ from kafkasim.runtime.api import NodeRuntime
 from kafkasim.storage.log import Log, LogConfig, OffsetOutOfRangeError, index_problem
 from kafkasim.storage.segment import log_file_name
 
+pytestmark = pytest.mark.unit
+
 SMALL = LogConfig(segment_bytes=1000, index_interval_bytes=150, segment_index_bytes=4096)
 
 

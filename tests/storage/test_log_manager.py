@@ -15,6 +15,8 @@ from kafkasim.storage.checkpoints import CLEAN_SHUTDOWN_FILE
 from kafkasim.storage.log import KafkaStorageError, LogConfig
 from kafkasim.storage.log_manager import LogManager, LogManagerConfig
 
+pytestmark = pytest.mark.unit
+
 FAST = LogManagerConfig(initial_task_delay_ms=100, retention_check_interval_ms=1000,
                         flush_offset_checkpoint_interval_ms=1000, flush_start_offset_checkpoint_interval_ms=1000,
                         high_watermark_checkpoint_interval_ms=1000, cleaner_backoff_ms=1000)

@@ -5,11 +5,14 @@ from __future__ import annotations
 
 from typing import Any
 
+import pytest
 from storage_helpers import batch, run_sim
 
 from kafkasim.runtime.api import NodeRuntime
 from kafkasim.storage.log import Log, LogConfig
 from kafkasim.storage.producer_state import snapshot_name
+
+pytestmark = pytest.mark.unit
 
 PID = 7
 CONFIG = LogConfig(segment_bytes=200, file_delete_delay_ms=10, retention_ms=-1)  # two batches per segment

@@ -15,6 +15,8 @@ from kafkasim.records.batch import Record, build_batch, iter_batches
 from kafkasim.runtime.api import NodeRuntime
 from kafkasim.storage.log import Log, LogConfig, index_problem
 
+pytestmark = pytest.mark.unit
+
 CFG = LogConfig(index_interval_bytes=200)
 SEG = "t-0/00000000000000000000"
 

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from typing import Any
 
+import pytest
 from storage_helpers import run_sim
 
 from kafkasim.broker.metadata_cache import MetadataCache
@@ -17,6 +18,8 @@ from kafkasim.runtime.api import NodeRuntime
 from kafkasim.storage.checkpoints import CLEAN_SHUTDOWN_FILE
 from kafkasim.storage.log import LogConfig
 from kafkasim.storage.log_manager import LogManager
+
+pytestmark = pytest.mark.unit
 
 
 def _replica_manager(rt: NodeRuntime, config: LogConfig) -> ReplicaManager:

@@ -11,6 +11,8 @@ from runtime_worlds import Ctx, SimHarness
 
 from kafkasim.runtime.sim.filesystem import PAGE_BYTES, SECTOR_BYTES, SimDisk
 
+pytestmark = pytest.mark.unit
+
 
 def _disk(ctx: Ctx, name: str = "disk") -> SimDisk:
     assert ctx.sim is not None

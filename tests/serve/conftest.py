@@ -1,0 +1,66 @@
+"""Real-world fixtures: `kafkasim serve` as a separate process on 127.0.0.1."""
+
+from __future__ import annotations
+
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Iterator, Optional
+
+import pytest
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+class ServedBroker:
+    def __init__(self, log_dir: Path, zookeeper: Optional[str] = None, broker_id: int = 0,
+                 configs: Optional[dict[str, object]] = None) -> None:
+        self.port = free_port()
+        self.bootstrap = f"127.0.0.1:{self.port}"
+        self.log_dir = log_dir
+        self.trace = log_dir.parent / f"trace-{broker_id}.jsonl"
+        cmd = [sys.executable, "-m", "kafkasim.cli", "serve", "--port", str(self.port), "--log-dir", str(log_dir),
+               "--broker-id", str(broker_id), "--trace", str(self.trace)]
+        if zookeeper:
+            cmd += ["--zookeeper", zookeeper]
+        for key, value in (configs or {}).items():
+            cmd += ["--config", f"{key}={value}"]
+        self.proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline:
+            if self.proc.poll() is not None:
+                raise RuntimeError(f"kafkasim serve exited: {self.proc.stdout.read() if self.proc.stdout else ''}")
+            try:
+                socket.create_connection(("127.0.0.1", self.port), timeout=0.5).close()
+                return
+            except OSError:
+                time.sleep(0.1)
+        raise RuntimeError("kafkasim serve did not start listening within 30 s")
+
+    def stop(self) -> str:
+        self.proc.terminate()
+        try:
+            out, _ = self.proc.communicate(timeout=10)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            out, _ = self.proc.communicate()
+        return out or ""
+
+    def task_errors(self) -> list[str]:
+        if not self.trace.exists():
+            return []
+        return [line for line in self.trace.read_text().splitlines() if '"task_error"' in line]
+
+
+@pytest.fixture
+def broker(tmp_path: Path) -> Iterator[ServedBroker]:
+    b = ServedBroker(tmp_path / "logs")
+    yield b
+    b.stop()
+    assert b.task_errors() == [], "the broker hit unhandled errors"
