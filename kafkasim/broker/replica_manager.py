@@ -55,6 +55,9 @@ class ReplicationConfig:
     replica_fetch_response_max_bytes: int = 10485760     # replica.fetch.response.max.bytes
     replica_fetch_backoff_ms: int = 1000                 # replica.fetch.backoff.ms
     replica_socket_timeout_ms: int = 30000               # replica.socket.timeout.ms
+    # How long the fetcher's connect may take (BrokerBlockingSender's NetworkClient; Kafka adds
+    # +-20% jitter, and close(node) after a failure resets the exponential growth to the max).
+    socket_connection_setup_timeout_ms: int = 10000      # socket.connection.setup.timeout.ms
     request_timeout_ms: int = 30000                      # request.timeout.ms (broker to controller)
 
 
