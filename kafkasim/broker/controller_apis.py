@@ -24,6 +24,7 @@ from kafkasim.broker.group.metadata import TopicPartition
 from kafkasim.broker.partition import PartitionState
 from kafkasim.broker.replica_manager import LeaderAndIsrPartition
 from kafkasim.broker.zk import zk_data as Z
+from kafkasim.broker.zk.kafka_zk_client import ControllerMovedException
 from kafkasim.protocol import api as A
 from kafkasim.protocol import errors as E
 from kafkasim.protocol.messages.alter_partition import AlterPartitionRequest, AlterPartitionResponse
@@ -336,8 +337,13 @@ def register(apis: ApiRegistry, h: ControllerApis) -> None:
 
 
 async def _ask(call: Awaitable[T]) -> T | None:
-    """The controller's answer to a queued request, or None when it shut down first."""
+    """The controller's answer to a queued request, or None when it shut down first — or when
+    the event itself found the controller moved (a ZooKeeper write fenced by the controller
+    epoch's zkVersion: ControllerMovedException; the controller resigns on it). Kafka then
+    never calls the request's callback and the asker retries at the new controller after its
+    request timeout; kafkasim answers NOT_CONTROLLER at once (as Kafka's preempt does for a
+    queued event) rather than let the exception kill the connection's task."""
     try:
         return await call
-    except ControllerMovedError:
+    except (ControllerMovedError, ControllerMovedException):
         return None

@@ -143,7 +143,11 @@ class ReplicaFetcherThread:
         if self.client is None or self.client.closed:
             self.client = NetworkClient(self.rt, self.leader.host, self.leader.port,
                                         f"broker-{self.rm.broker_id}-fetcher-0")
-            await self.client.connect(self.config.replica_socket_timeout_ms)
+            # Kafka's awaitReady gives up when the NetworkClient's connection setup times out
+            # (socket.connection.setup.timeout.ms), not after replica.socket.timeout.ms: a
+            # connect begun across a partition must not keep the thread (and every partition
+            # it serves, Truncating ones included) blocked long after the partition healed.
+            await self.client.connect(self.config.socket_connection_setup_timeout_ms)
 
     def _partition(self, tp: TopicPartition) -> Partition | None:
         p = self.rm.get_partition(*tp)

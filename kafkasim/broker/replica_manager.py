@@ -64,6 +64,9 @@ class ReplicationConfig:
     replica_fetch_response_max_bytes: int = setting("replica.fetch.response.max.bytes")
     replica_fetch_backoff_ms: int = setting("replica.fetch.backoff.ms")
     replica_socket_timeout_ms: int = setting("replica.socket.timeout.ms")
+    # How long the fetcher's connect may take (BrokerBlockingSender's NetworkClient; Kafka adds
+    # +-20% jitter, and close(node) after a failure resets the exponential growth to the max).
+    socket_connection_setup_timeout_ms: int = setting("socket.connection.setup.timeout.ms")
     request_timeout_ms: int = setting("request.timeout.ms")   # broker to controller too
 
 

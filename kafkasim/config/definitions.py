@@ -139,6 +139,7 @@ _OTHER_BROKER_CONFIGS: tuple[ConfigKey, ...] = (
     _broker("replica.socket.timeout.ms", INT, "30000", False, described=False),
     _broker("replica.high.watermark.checkpoint.interval.ms", LONG, "5000", False, described=False),
     _broker("request.timeout.ms", INT, "30000", False, described=False),
+    _broker("socket.connection.setup.timeout.ms", LONG, "10000", False, described=False),
     _broker("inter.broker.protocol.version", STRING, "3.9-IV0", False, described=False),
     # The controller (ZooKeeper mode) and controlled shutdown
     _broker("controller.socket.timeout.ms", INT, "30000", False, described=False),

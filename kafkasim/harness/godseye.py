@@ -5,7 +5,23 @@ the highest leader epoch), every live replica's log must hold the same batches a
 below the leader's high watermark (as far as the replica's log reaches): same base and last
 offset, same leader epoch, same CRC. Compacted topics are skipped (each replica's cleaner
 rewrites its own batches). Two replicas holding different records at a committed
-offset is exactly what KIP-101/279's truncation by leader epoch prevents.
+offset is exactly what KIP-101/279's truncation by leader epoch prevents. KIP-101/279 promise
+that only of a replica that has finished truncating against the current leader in its epoch
+(its fetcher holds the partition, no longer Truncating): a replica that has not (its fetcher
+still asks OffsetForLeaderEpoch, or cannot reach the leader yet) may hold a suffix the
+truncation will remove, but never below its *own* high watermark — what it knew to be
+committed survives every clean election. Such a replica is compared up to
+min(leader's HW, its own HW).
+
+leader-epoch-bit-flip: a replica's batch that equals the leader's in offsets and CRC but whose
+partition leader epoch differs by exactly one bit, on a partition whose log a disk flipped
+bits in (a "disk_fault" bitflip, on read or at rest). The partition leader epoch (bytes
+12-15 of the batch) lies before the CRC, which covers attributes..end, so Kafka too stores and
+serves such a batch as valid (UnifiedLog.append even puts the epoch into the follower's
+leader-epoch cache). That is corruption that propagated, not a replication bug; the comparison
+goes on past it, so whatever it leads to later (an inflated epoch steering a truncation leaves
+different offsets or CRCs) is still replica-divergence. Without a bit flip in the run the same
+difference is replica-divergence.
 
 isr-behind-high-watermark: every ISR member (the leader's committed ISR) must have everything
 below the high watermark — that is what admitting it to the ISR promised.
@@ -48,6 +64,7 @@ from kafkasim.runtime.sim.filesystem import SimDisk, SimFile
 from kafkasim.runtime.sim.world import SimWorld
 
 READ_CHUNK_BYTES = 1 << 20
+TopicPartition = tuple[str, int]
 
 
 @dataclass(frozen=True)
@@ -77,16 +94,19 @@ def batches_below(log: Any, start: int, end: int) -> list[BatchId]:
     return out
 
 
-def check_replicas(cluster: SimCluster) -> list[CheckResult]:
+def check_replicas(cluster: SimCluster, bit_flipped: set[TopicPartition] | None = None) -> list[CheckResult]:
+    """`bit_flipped`: the partitions whose log some disk flipped bits in (BitFlipWatch)."""
     divergence = CheckResult("replica-divergence")
     behind = CheckResult("isr-behind-high-watermark")
+    epoch_flips = CheckResult("leader-epoch-bit-flip")
     partitions = sorted({tp for _, rm in cluster.live_replica_managers() for tp in rm.partitions})
     for topic, index in partitions:
         leader_name = cluster.leader_of(topic, index)
         if leader_name is None:
             continue
         leader_rm = cluster.replica_manager(leader_name)
-        leader = leader_rm.get_partition(topic, index) if leader_rm is not None else None
+        assert leader_rm is not None
+        leader = leader_rm.get_partition(topic, index)
         assert leader is not None
         if leader.log.config.compact:
             continue  # each replica's cleaner compacts on its own: batches legitimately differ
@@ -95,6 +115,7 @@ def check_replicas(cluster: SimCluster) -> list[CheckResult]:
         if reference is None:
             continue
         by_base = {b.base_offset: b for b in reference}
+        flips_possible = bit_flipped is not None and (topic, index) in bit_flipped
         for name, server in cluster.live_servers():
             if name == leader_name or server.replica_manager is None:
                 continue
@@ -108,15 +129,32 @@ def check_replicas(cluster: SimCluster) -> list[CheckResult]:
                     "log_end_offset": replica.log.log_end_offset, "high_watermark": hw}))
             start = max(replica.log.log_start_offset, leader.log.log_start_offset)
             end = min(hw, replica.log.log_end_offset)
+            if not _reconciled(server, (topic, index), leader_rm.broker_id, leader.leader_epoch):
+                end = min(end, replica.high_watermark)
             theirs = _safe_batches(replica.log, start, end)
             if theirs is None:
                 continue
-            first = _first_difference(by_base, theirs, start)
+            where = {"topic": topic, "partition": index, "leader": leader_name, "replica": name, "high_watermark": hw}
+            flips, first = _differences(by_base, theirs, start, flips_possible)
+            for b, ref in flips:
+                epoch_flips.anomalies.append(Anomaly("leader-epoch-bit-flip", {
+                    **where, "offset": b.base_offset, "leader_epoch": ref.leader_epoch,
+                    "replica_epoch": b.leader_epoch, "crc": b.crc}))
             if first is not None:
                 divergence.anomalies.append(Anomaly("replica-divergence", {
-                    "topic": topic, "partition": index, "leader": leader_name, "replica": name,
-                    "high_watermark": hw, "offset": first[0], "leader_batch": first[1], "replica_batch": first[2]}))
-    return [divergence, behind]
+                    **where, "offset": first[0], "leader_batch": first[1], "replica_batch": first[2]}))
+    return [divergence, behind, epoch_flips]
+
+
+def _reconciled(server: Any, tp: TopicPartition, leader_id: int, leader_epoch: int) -> bool:
+    """Has this replica finished truncating against `leader_id` in `leader_epoch` (its fetcher
+    for that leader holds the partition and is past the Truncating state)?"""
+    replica = server.replica_manager.get_partition(*tp)
+    if replica is None or replica.leader_epoch != leader_epoch:
+        return False
+    thread = server.replica_manager.fetcher_manager.threads.get(leader_id)
+    st = thread.partitions.get(tp) if thread is not None else None
+    return st is not None and not st.truncating and st.current_leader_epoch == leader_epoch
 
 
 def _safe_batches(log: Any, start: int, end: int) -> list[BatchId] | None:
@@ -126,17 +164,50 @@ def _safe_batches(log: Any, start: int, end: int) -> list[BatchId] | None:
         return None
 
 
-def _first_difference(reference: dict[int, BatchId], theirs: list[BatchId], start: int
-                      ) -> tuple[int, list[int] | None, list[int]] | None:
+def _differences(reference: dict[int, BatchId], theirs: list[BatchId], start: int, flips_possible: bool
+                 ) -> tuple[list[tuple[BatchId, BatchId]], tuple[int, list[int] | None, list[int]] | None]:
+    """(the batches that differ from the leader's only by one flipped bit of the partition
+    leader epoch — when bit flips happened — with the leader's batch; the first other
+    difference or None)."""
+    flips: list[tuple[BatchId, BatchId]] = []
     for b in theirs:
         if b.last_offset < start:
             continue
         ref = reference.get(b.base_offset)
-        if ref != b:
-            return (b.base_offset,
-                    None if ref is None else [ref.base_offset, ref.last_offset, ref.leader_epoch, ref.crc],
-                    [b.base_offset, b.last_offset, b.leader_epoch, b.crc])
-    return None
+        if ref == b:
+            continue
+        if flips_possible and ref is not None and _epoch_bit_flip(ref, b):
+            flips.append((b, ref))
+            continue
+        return flips, (b.base_offset, None if ref is None else [ref.base_offset, ref.last_offset, ref.leader_epoch,
+                                                                 ref.crc],
+                       [b.base_offset, b.last_offset, b.leader_epoch, b.crc])
+    return flips, None
+
+
+def _epoch_bit_flip(a: BatchId, b: BatchId) -> bool:
+    """Same batch (offsets, CRC) but partition leader epochs one bit apart (as 32-bit words)."""
+    if (a.base_offset, a.last_offset, a.crc) != (b.base_offset, b.last_offset, b.crc):
+        return False
+    x = (a.leader_epoch ^ b.leader_epoch) & 0xFFFFFFFF
+    return x != 0 and x & (x - 1) == 0
+
+
+class BitFlipWatch:
+    """The partitions whose log a disk flipped bits in ("disk_fault" bitflip events on a path
+    <log dir>/<topic>-<partition>/...), for leader-epoch-bit-flip."""
+
+    def __init__(self) -> None:
+        self.partitions: set[TopicPartition] = set()
+
+    def on_event(self, node: str, ev: str, fields: dict[str, Any]) -> None:
+        if ev != "disk_fault" or fields.get("fault") != "bitflip":
+            return
+        parts = str(fields.get("path", "")).split("/")
+        if len(parts) >= 2:
+            topic, _, index = parts[-2].rpartition("-")
+            if topic and index.isdigit():
+                self.partitions.add((topic, int(index)))
 
 
 def failover_times(trace_path: str) -> list[dict[str, Any]]:
@@ -184,7 +255,6 @@ def listen(world: SimWorld, listener: Listener) -> None:
 
 
 # ==================================================================== recovery
-TopicPartition = tuple[str, int]
 # baseOffset, batchLength, partitionLeaderEpoch, magic, crc, attributes, lastOffsetDelta
 _BATCH_HEAD = struct.Struct(">qiibIhi")
 CRC_START = 21
@@ -371,6 +441,7 @@ class GodsEye:
         self.recovery = RecoveryWatch(world, cluster)
         self.invariants = InvariantMonitor(world, cluster)
         self.errors = CheckResult("checker-error")
+        self.bit_flips = BitFlipWatch()
         listen(world, self._on_event)
 
     def _on_event(self, node: str, ev: str, fields: dict[str, Any]) -> None:
@@ -378,6 +449,7 @@ class GodsEye:
         try:
             self.recovery.on_event(node, ev, fields)
             self.invariants.on_event(node, ev, fields)
+            self.bit_flips.on_event(node, ev, fields)
         except Exception as exc:  # noqa: BLE001 - reported as an anomaly
             self.errors.anomalies.append(Anomaly("checker-error", {"event": ev, "node": node,
                                                                     "error": f"{type(exc).__name__}: {exc}"}))

@@ -159,7 +159,7 @@ def run_scenario(scenario: Scenario, seed: int, out_dir: str | None = None,
             world.run(min(world.now_ms() + STEP_MS, deadline))
             eyes.step()
         completed = all(t.done() for t in finals)
-        results = check_all(history) + check_replicas(cluster) + eyes.results()
+        results = check_all(history) + check_replicas(cluster, eyes.bit_flips.partitions) + eyes.results()
         world.emit("harness", "run_end", {"completed": completed, "sends": len(history.sends),
                                           "polls": len(history.polls)})
     wall = wall_seconds() - wall_start

@@ -16,7 +16,8 @@ ANOMALY_KINDS = ("lost-write", "duplicate", "reorder", "inconsistent-offsets", "
                  "nonmonotonic-poll", "unseen", "task-error", "liveness", "replica-divergence",
                  "isr-behind-high-watermark", "two-owners", "committed-offset-regression",
                  "recovered-not-prefix", "unwritten-bytes", "hw-above-isr-replica", "hw-regression",
-                 "leader-epoch-regression", "controller-epoch-regression", "two-leaders-one-epoch")
+                 "leader-epoch-regression", "controller-epoch-regression", "two-leaders-one-epoch",
+                 "leader-epoch-bit-flip")
 
 
 class ScenarioError(ValueError):

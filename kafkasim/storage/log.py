@@ -463,7 +463,11 @@ class Log:
                 if h.max_timestamp > max_ts:
                     max_ts, shallow = h.max_timestamp, h.last_offset
                 if h.partition_leader_epoch >= 0:
-                    self._maybe_assign_epoch(h.partition_leader_epoch, h.base_offset)
+                    # UnifiedLog.append -> maybeAssignEpochStartOffset: the cache's assign for
+                    # every batch, a lower epoch included (assign drops the entries it
+                    # contradicts). Only recovery assigns "if greater" (LogSegment.recover).
+                    if self.leader_epoch_cache.assign(h.partition_leader_epoch, h.base_offset):
+                        self.scheduler.schedule_once("leader-epoch-checkpoint", 0, self._flush_epoch_cache)
                 prev = h.last_offset
                 count += h.records_count
             self._append(records, first, prev, max_ts, shallow)

@@ -7,7 +7,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from storage_helpers import append, batches_of, read_all, run_real
+from storage_helpers import append, batch, batches_of, read_all, run_real
 
 from kafkasim.records.batch import iter_batches
 from kafkasim.runtime.api import NodeRuntime
@@ -205,3 +205,26 @@ def test_truncate_to_drops_the_tail_and_later_segments(tmp_path: Path) -> None:
 
     after, leo, rp, problems = run_real(tmp_path, body)
     assert after == list(range(12)) and leo == 13 and rp == 12 and set(problems) == {""}
+
+
+def test_a_follower_append_assigns_every_batch_epoch_as_kafka(tmp_path: Path) -> None:
+    """Issue 18 (bit-rot seed 24): a batch whose partition leader epoch was bit-flipped on the
+    leader's disk (a field the CRC does not cover) reaches the follower's epoch cache, as in
+    Kafka; the next batch of the real epoch then takes it out again (UnifiedLog.append assigns
+    every batch's epoch; assign drops the entries it contradicts) instead of the inflated
+    epoch sticking and steering the next OffsetForLeaderEpoch truncation."""
+    from kafkasim.records.batch import PARTITION_LEADER_EPOCH_OFFSET
+
+    async def body(node: NodeRuntime) -> None:
+        log = await Log.load(node, "t-0", LogConfig())
+        for offset, epoch in [(0, 0), (1, 8192), (2, 0)]:
+            buf, headers = batch(offset)
+            buf[0:8] = offset.to_bytes(8, "big")
+            buf[PARTITION_LEADER_EPOCH_OFFSET:PARTITION_LEADER_EPOCH_OFFSET + 4] = epoch.to_bytes(4, "big")
+            headers = list(iter_batches(buf, validate=True))  # the CRC still holds
+            log.append_as_follower(bytes(buf), headers)
+            if epoch == 8192:
+                assert log.leader_epoch_cache.entries == [(0, 0), (8192, 1)]
+        assert log.leader_epoch_cache.entries == [(0, 2)]
+        log.close()
+    run_real(tmp_path, body)

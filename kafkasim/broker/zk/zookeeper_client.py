@@ -29,6 +29,7 @@ from kafkasim.runtime.api import (
 
 T = TypeVar("T")
 RECONNECT_BACKOFF_MS = 1000.0
+CONNECTION_LOSS_RETRY_MS = 100.0  # between re-sends of an operation that met ConnectionLoss
 
 
 @dataclass
@@ -97,13 +98,20 @@ class ZooKeeperClient(ZkClient):
             self._reinitializing = False
 
     async def _call(self, op: Callable[[ZkClient], Awaitable[T]]) -> T:
-        session = self.session
-        try:
-            return await op(session)
-        except SessionExpiredError:
-            if session is self._session:
-                self.rt.spawn(self.reinitialize(), name="zookeeper session renewal")
-            raise
+        while True:
+            session = self.session
+            try:
+                return await op(session)
+            except SessionExpiredError:
+                if session is self._session:
+                    self.rt.spawn(self.reinitialize(), name="zookeeper session renewal")
+                raise
+            except ConnectionLossError:
+                # KafkaZkClient.retryRequestsUntilConnected: wait and send it again (on the
+                # current session); only the session's expiry or our own shutdown ends the wait.
+                if self._closed:
+                    raise
+                await self.rt.sleep(CONNECTION_LOSS_RETRY_MS)
 
     # ---------------------------------------------------------------- ZkClient
     async def create(self, path: str, data: bytes = b"", *, ephemeral: bool = False,

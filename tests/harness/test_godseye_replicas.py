@@ -1,0 +1,56 @@
+"""check_replicas' rules that issue 18 made precise: a replica not yet reconciled with the
+current leader (KIP-101/279) is compared only below its own high watermark, and a batch whose
+partition leader epoch (not covered by the CRC) is one flipped bit away from the leader's is
+leader-epoch-bit-flip — only in a run that flipped bits, and never hiding what follows it."""
+
+from __future__ import annotations
+
+from types import SimpleNamespace
+
+from kafkasim.broker.replica_fetcher import PartitionFetchState
+from kafkasim.harness.godseye import BatchId, BitFlipWatch, _differences, _reconciled
+
+LEADER = {0: BatchId(0, 0, 0, 11), 1: BatchId(1, 1, 0, 22), 2: BatchId(2, 2, 0, 33)}
+
+
+def test_an_epoch_one_bit_off_with_the_same_crc_is_a_bit_flip_when_bits_were_flipped() -> None:
+    theirs = [BatchId(0, 0, 0, 11), BatchId(1, 1, 8192, 22), BatchId(2, 2, 0, 33)]
+    flips, first = _differences(LEADER, theirs, 0, flips_possible=True)
+    assert [(b.base_offset, ref.leader_epoch, b.leader_epoch) for b, ref in flips] == [(1, 0, 8192)]
+    assert first is None
+    # No bit flips in the run: the very same difference is a replication bug.
+    flips, first = _differences(LEADER, theirs, 0, flips_possible=False)
+    assert flips == [] and first == (1, [1, 1, 0, 22], [1, 1, 8192, 22])
+
+
+def test_what_follows_a_flipped_epoch_is_still_divergence() -> None:
+    theirs = [BatchId(0, 0, 0, 11), BatchId(1, 1, 8192, 22), BatchId(2, 2, 8192, 99)]
+    flips, first = _differences(LEADER, theirs, 0, flips_possible=True)
+    assert len(flips) == 1 and first == (2, [2, 2, 0, 33], [2, 2, 8192, 99])
+    # Two bits apart, or another CRC: not a single flip of the epoch field.
+    assert _differences(LEADER, [BatchId(1, 1, 3, 22)], 0, True)[1] is not None
+    assert _differences(LEADER, [BatchId(1, 1, 8192, 23)], 0, True)[1] is not None
+
+
+def test_bit_flip_watch_maps_a_segment_path_to_its_partition() -> None:
+    w = BitFlipWatch()
+    w.on_event("broker-1", "disk_fault", {"fault": "bitflip", "op": "read",
+                                          "path": "kafka-logs/events-0/00000000000000000000.log"})
+    w.on_event("broker-1", "disk_fault", {"fault": "torn", "path": "kafka-logs/events-1/0.log"})
+    assert w.partitions == {("events", 0)}
+
+
+def _server(leader_epoch: int, fetching: dict[int, PartitionFetchState]) -> SimpleNamespace:
+    p = SimpleNamespace(leader_epoch=leader_epoch)
+    threads = {leader: SimpleNamespace(partitions={("events", 2): st}) for leader, st in fetching.items()}
+    rm = SimpleNamespace(get_partition=lambda t, i: p, fetcher_manager=SimpleNamespace(threads=threads))
+    return SimpleNamespace(replica_manager=rm)
+
+
+def test_a_replica_is_reconciled_once_its_fetcher_is_past_truncation_in_the_leaders_epoch() -> None:
+    done = PartitionFetchState(b"", 870, 5, truncating=False)
+    assert _reconciled(_server(5, {1: done}), ("events", 2), 1, 5)
+    # nemesis-mixed seed 25: broker-0 follows broker-1 in epoch 5 but never reached it.
+    assert not _reconciled(_server(5, {1: PartitionFetchState(b"", 868, 5)}), ("events", 2), 1, 5)
+    assert not _reconciled(_server(4, {1: done}), ("events", 2), 1, 5)   # an older LeaderAndIsr
+    assert not _reconciled(_server(5, {}), ("events", 2), 1, 5)          # no fetcher at all
