@@ -144,6 +144,7 @@ class BrokerConfig:
     replica_socket_timeout_ms: int = setting("replica.socket.timeout.ms")
     replica_high_watermark_checkpoint_interval_ms: int = setting("replica.high.watermark.checkpoint.interval.ms")
     request_timeout_ms: int = setting("request.timeout.ms")
+    socket_connection_setup_timeout_ms: int = setting("socket.connection.setup.timeout.ms")
     inter_broker_protocol_version: str = setting("inter.broker.protocol.version")
     # Controller and controlled shutdown (ControllerConfig)
     controller_socket_timeout_ms: int = setting("controller.socket.timeout.ms")

@@ -6,9 +6,13 @@ from __future__ import annotations
 
 import asyncio
 
+import pytest
+
 from kafkasim.broker.controller.event_manager import ControllerMovedError
 from kafkasim.broker.controller_apis import _ask
 from kafkasim.broker.zk.kafka_zk_client import ControllerMovedException
+
+pytestmark = pytest.mark.unit
 
 
 def test_ask_turns_a_moved_controller_into_no_answer() -> None:

@@ -8,11 +8,15 @@ from __future__ import annotations
 import io
 from types import SimpleNamespace
 
+import pytest
+
 from kafkasim.broker.replica_fetcher import ReplicaFetcherThread
 from kafkasim.broker.replica_manager import ReplicationConfig
 from kafkasim.broker.zk.zk_data import BrokerInfo
 from kafkasim.runtime.api import RuntimeTimeout
 from kafkasim.runtime.sim.world import SimWorld
+
+pytestmark = pytest.mark.sim
 
 
 def test_the_fetcher_connect_times_out_after_the_connection_setup_timeout() -> None:

@@ -6,9 +6,13 @@ from __future__ import annotations
 
 import io
 
+import pytest
+
 from kafkasim.broker.zk.zookeeper_client import ZooKeeperClient
 from kafkasim.runtime.api import ConnectionLossError
 from kafkasim.runtime.sim.world import SimWorld
+
+pytestmark = pytest.mark.sim
 
 
 def _run(world: SimWorld, rt, coro, limit_ms: float = 60_000.0):  # type: ignore[no-untyped-def]

@@ -7,8 +7,12 @@ from __future__ import annotations
 
 from types import SimpleNamespace
 
+import pytest
+
 from kafkasim.broker.replica_fetcher import PartitionFetchState
 from kafkasim.harness.godseye import BatchId, BitFlipWatch, _differences, _reconciled
+
+pytestmark = pytest.mark.unit
 
 LEADER = {0: BatchId(0, 0, 0, 11), 1: BatchId(1, 1, 0, 22), 2: BatchId(2, 2, 0, 33)}
 
