@@ -331,7 +331,6 @@ class ReplicaManager:
         return E.NONE, errors
 
     async def _delete_log(self, tp: TopicPartition) -> None:
-        assert self.log_manager is not None
         await self.log_manager.async_delete(tp[0], tp[1])  # crash-atomic: the dir is renamed away first
 
     # ---------------------------------------------------------------- truncation (the fetcher's)
