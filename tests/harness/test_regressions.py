@@ -1,0 +1,34 @@
+"""Every scenario in scenarios/regressions/ passes on the seed that once failed: each file is the
+shrunk (or, where shrinking kept everything, the original) scenario of a violation a sweep found,
+named `<scenario>-seed-<N>.toml` after the seed it failed on (scenarios/regressions/README.md
+says what each one found and what fixed it)."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+
+from kafkasim.harness.runner import run_scenario
+from kafkasim.harness.scenario import load_scenario
+
+pytestmark = pytest.mark.sim
+
+REGRESSIONS = Path(__file__).resolve().parents[2] / "scenarios" / "regressions"
+FILES = sorted(REGRESSIONS.glob("*.toml"))
+
+
+def test_there_are_regressions_and_each_names_its_seed() -> None:
+    assert FILES, "scenarios/regressions/ holds no scenario"
+    for f in FILES:
+        assert re.search(r"-seed-(\d+)\.toml$", f.name), f"{f.name}: expected <scenario>-seed-<N>.toml"
+
+
+@pytest.mark.parametrize("path", FILES, ids=[f.stem for f in FILES])
+def test_regression_passes_on_its_seed(path: Path, tmp_path: Path) -> None:
+    m = re.search(r"-seed-(\d+)\.toml$", path.name)
+    assert m is not None
+    run = run_scenario(load_scenario(str(path)), int(m.group(1)), str(tmp_path)).run
+    failed = [c["name"] for c in run["checks"] if not c["ok"] and not c["expected"]]
+    assert run["verdict"] == "pass" and not failed, f"{path.name}: {failed}"
