@@ -23,6 +23,23 @@ OFFSETS_TOPIC_REPLICATION_FACTOR = 1
 
 
 @dataclass
+class ReplicationConfig:
+    """Kafka's replica.* configs (typed and defaulted by kafkasim.config)."""
+
+    replica_lag_time_max_ms: int = setting("replica.lag.time.max.ms")
+    replica_fetch_wait_max_ms: int = setting("replica.fetch.wait.max.ms")
+    replica_fetch_min_bytes: int = setting("replica.fetch.min.bytes")
+    replica_fetch_max_bytes: int = setting("replica.fetch.max.bytes")
+    replica_fetch_response_max_bytes: int = setting("replica.fetch.response.max.bytes")
+    replica_fetch_backoff_ms: int = setting("replica.fetch.backoff.ms")
+    replica_socket_timeout_ms: int = setting("replica.socket.timeout.ms")
+    # How long the fetcher's connect may take (BrokerBlockingSender's NetworkClient; Kafka adds
+    # +-20% jitter, and close(node) after a failure resets the exponential growth to the max).
+    socket_connection_setup_timeout_ms: int = setting("socket.connection.setup.timeout.ms")
+    request_timeout_ms: int = setting("request.timeout.ms")   # broker to controller too
+
+
+@dataclass
 class ControllerConfig:
     """The controller's (ZooKeeper mode) and controlled shutdown's configs."""
 
@@ -57,7 +74,10 @@ class GroupCoordinatorConfig:
 
 
 @dataclass
-class BrokerConfig:
+class BrokerConfig(GroupCoordinatorConfig, ControllerConfig, ReplicationConfig):
+    """Every broker config: its own fields below, and those of the typed views it extends (each
+    declared once, in the view the broker's part runs by)."""
+
     host: str = "127.0.0.1"   # the host part of listeners / advertised.listeners (not a Kafka config)
     port: int = 9092          # the port part of listeners, 0 = any free port (not a Kafka config)
     # kafkasim's defaults where they differ from Kafka's: broker 0 (Kafka's -1 asks ZooKeeper for
@@ -70,29 +90,13 @@ class BrokerConfig:
     num_partitions: int = setting("num.partitions")
     default_replication_factor: int = setting("default.replication.factor")
     auto_create_topics_enable: bool = setting("auto.create.topics.enable")
-    delete_topic_enable: bool = setting("delete.topic.enable")
     socket_request_max_bytes: int = setting("socket.request.max.bytes")
     connections_max_idle_ms: int = setting("connections.max.idle.ms")
     zookeeper_session_timeout_ms: int = setting("zookeeper.session.timeout.ms")
     fetch_max_bytes: int = setting("fetch.max.bytes")
     message_max_bytes: int = setting("message.max.bytes")
-    # Group coordinator (GroupCoordinatorConfig)
-    group_initial_rebalance_delay_ms: int = setting("group.initial.rebalance.delay.ms")
-    group_min_session_timeout_ms: int = setting("group.min.session.timeout.ms")
-    group_max_session_timeout_ms: int = setting("group.max.session.timeout.ms")
-    group_max_size: int = setting("group.max.size")
-    offsets_topic_num_partitions: int = setting("offsets.topic.num.partitions")
-    offsets_topic_replication_factor: int = setting("offsets.topic.replication.factor",
-                                                    default=OFFSETS_TOPIC_REPLICATION_FACTOR)
-    offsets_topic_segment_bytes: int = setting("offsets.topic.segment.bytes")
-    offsets_retention_minutes: int = setting("offsets.retention.minutes")
-    offsets_retention_check_interval_ms: int = setting("offsets.retention.check.interval.ms")
-    offsets_load_buffer_size: int = setting("offsets.load.buffer.size")
-    offsets_commit_timeout_ms: int = setting("offsets.commit.timeout.ms")
-    offset_metadata_max_bytes: int = setting("offset.metadata.max.bytes")
     # Topic config defaults (the broker synonyms of LogConfig's fields)
     min_insync_replicas: int = setting("min.insync.replicas")
-    unclean_leader_election_enable: bool = setting("unclean.leader.election.enable")
     compression_type: str = setting("compression.type")
     compression_gzip_level: int = setting("compression.gzip.level")
     compression_lz4_level: int = setting("compression.lz4.level")
@@ -134,26 +138,9 @@ class BrokerConfig:
     log_cleaner_enable: bool = setting("log.cleaner.enable")
     log_cleaner_backoff_ms: int = setting("log.cleaner.backoff.ms")
     log_cleaner_dedupe_buffer_size: int = setting("log.cleaner.dedupe.buffer.size")
-    # Replication (ReplicationConfig)
-    replica_lag_time_max_ms: int = setting("replica.lag.time.max.ms")
-    replica_fetch_wait_max_ms: int = setting("replica.fetch.wait.max.ms")
-    replica_fetch_min_bytes: int = setting("replica.fetch.min.bytes")
-    replica_fetch_max_bytes: int = setting("replica.fetch.max.bytes")
-    replica_fetch_response_max_bytes: int = setting("replica.fetch.response.max.bytes")
-    replica_fetch_backoff_ms: int = setting("replica.fetch.backoff.ms")
-    replica_socket_timeout_ms: int = setting("replica.socket.timeout.ms")
+    # Replication beyond ReplicationConfig
     replica_high_watermark_checkpoint_interval_ms: int = setting("replica.high.watermark.checkpoint.interval.ms")
-    request_timeout_ms: int = setting("request.timeout.ms")
-    socket_connection_setup_timeout_ms: int = setting("socket.connection.setup.timeout.ms")
     inter_broker_protocol_version: str = setting("inter.broker.protocol.version")
-    # Controller and controlled shutdown (ControllerConfig)
-    controller_socket_timeout_ms: int = setting("controller.socket.timeout.ms")
-    controlled_shutdown_enable: bool = setting("controlled.shutdown.enable")
-    controlled_shutdown_max_retries: int = setting("controlled.shutdown.max.retries")
-    controlled_shutdown_retry_backoff_ms: int = setting("controlled.shutdown.retry.backoff.ms")
-    auto_leader_rebalance_enable: bool = setting("auto.leader.rebalance.enable")
-    leader_imbalance_per_broker_percentage: int = setting("leader.imbalance.per.broker.percentage")
-    leader_imbalance_check_interval_seconds: int = setting("leader.imbalance.check.interval.seconds")
     # The config names server.properties set (from_properties): DescribeConfigs' static layer.
     properties: frozenset[str] = field(default=frozenset(), repr=False)
 

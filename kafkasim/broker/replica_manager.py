@@ -27,6 +27,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from kafkasim.broker.alter_partition_manager import AlterPartitionManager
+from kafkasim.broker.config import ReplicationConfig
 from kafkasim.broker.delayed_fetch import DelayedFetch
 from kafkasim.broker.delayed_produce import DelayedProduce
 from kafkasim.broker.partition import (
@@ -39,7 +40,6 @@ from kafkasim.broker.partition import (
 from kafkasim.broker.purgatory import DelayedOperationPurgatory, TopicPartitionOperationKey
 from kafkasim.broker.replica_fetcher import PartitionFetchState, ReplicaFetcherManager
 from kafkasim.broker.zk import zk_data as Z
-from kafkasim.config import setting
 from kafkasim.protocol import errors as E
 from kafkasim.runtime.api import FileSystem, NodeRuntime, Task, ZkClient
 from kafkasim.storage.log import AppendInfo, KafkaStorageError, LogConfig
@@ -52,22 +52,6 @@ TopicPartition = tuple[str, int]
 EPOCH_DURING_DELETE = -2
 NO_EPOCH = -1
 
-
-@dataclass
-class ReplicationConfig:
-    """Kafka's replica.* configs (typed and defaulted by kafkasim.config)."""
-
-    replica_lag_time_max_ms: int = setting("replica.lag.time.max.ms")
-    replica_fetch_wait_max_ms: int = setting("replica.fetch.wait.max.ms")
-    replica_fetch_min_bytes: int = setting("replica.fetch.min.bytes")
-    replica_fetch_max_bytes: int = setting("replica.fetch.max.bytes")
-    replica_fetch_response_max_bytes: int = setting("replica.fetch.response.max.bytes")
-    replica_fetch_backoff_ms: int = setting("replica.fetch.backoff.ms")
-    replica_socket_timeout_ms: int = setting("replica.socket.timeout.ms")
-    # How long the fetcher's connect may take (BrokerBlockingSender's NetworkClient; Kafka adds
-    # +-20% jitter, and close(node) after a failure resets the exponential growth to the max).
-    socket_connection_setup_timeout_ms: int = setting("socket.connection.setup.timeout.ms")
-    request_timeout_ms: int = setting("request.timeout.ms")   # broker to controller too
 
 
 @dataclass

@@ -20,7 +20,7 @@ import datetime
 import functools
 
 from kafkasim.broker.admin_apis import AdminManager
-from kafkasim.broker.config import BrokerConfig
+from kafkasim.broker.config import BrokerConfig, ReplicationConfig
 from kafkasim.broker.controller.kafka_controller import KafkaController
 from kafkasim.broker.group.coordinator import GroupCoordinator
 from kafkasim.broker.group.manager import GROUP_METADATA_TOPIC_NAME
@@ -28,7 +28,7 @@ from kafkasim.broker.kafka_apis import KafkaApis
 from kafkasim.broker.metadata_cache import MetadataCache
 from kafkasim.broker.producer_id_manager import ZkProducerIdManager
 from kafkasim.broker.purgatory import DelayedOperationPurgatory
-from kafkasim.broker.replica_manager import ReplicaManager, ReplicationConfig
+from kafkasim.broker.replica_manager import ReplicaManager
 from kafkasim.broker.socket_server import SocketServer
 from kafkasim.broker.topic_admin import TopicAdmin
 from kafkasim.broker.zk import zk_data as Z

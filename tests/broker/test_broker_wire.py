@@ -5,7 +5,8 @@ being served."""
 from __future__ import annotations
 
 import struct
-from typing import Any, Awaitable, Callable
+from collections.abc import Awaitable, Callable
+from typing import Any
 
 import pytest
 

@@ -10,8 +10,8 @@ from types import SimpleNamespace
 
 import pytest
 
+from kafkasim.broker.config import ReplicationConfig
 from kafkasim.broker.replica_fetcher import ReplicaFetcherThread
-from kafkasim.broker.replica_manager import ReplicationConfig
 from kafkasim.broker.zk.zk_data import BrokerInfo
 from kafkasim.runtime.api import RuntimeTimeout
 from kafkasim.runtime.sim.world import SimWorld

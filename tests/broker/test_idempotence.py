@@ -5,7 +5,8 @@ crash (snapshot + log replay)."""
 from __future__ import annotations
 
 import struct
-from typing import Any, Awaitable, Callable, Optional
+from collections.abc import Awaitable, Callable
+from typing import Any
 
 import pytest
 
@@ -56,7 +57,7 @@ class Wire:
         pr = (await self.call(A.PRODUCE, 9, req)).responses[0].partition_responses[0]
         return pr.error_code, pr.base_offset
 
-    async def init_producer_id(self, version: int = 4, transactional_id: Optional[str] = None) -> tuple[int, int, int]:
+    async def init_producer_id(self, version: int = 4, transactional_id: str | None = None) -> tuple[int, int, int]:
         r = await self.call(A.INIT_PRODUCER_ID, version, InitProducerIdRequest(
             transactional_id=transactional_id, transaction_timeout_ms=60000, producer_id=-1, producer_epoch=-1))
         return r.error_code, r.producer_id, r.producer_epoch
@@ -97,7 +98,7 @@ def _run(body: Callable[[SimWorld, NodeRuntime, dict[str, Any]], Awaitable[Any]]
     return out["result"]
 
 
-async def _connect(rt: NodeRuntime, topic: Optional[str] = None) -> Wire:
+async def _connect(rt: NodeRuntime, topic: str | None = None) -> Wire:
     w = Wire(await rt.net.connect(BROKER, 9092, 1000))
     if topic is not None:
         assert await w.create_topic(topic) == E.NONE

@@ -10,8 +10,7 @@ from typing import Any
 
 import pytest
 
-from kafkasim.broker.config import BrokerConfig, ControllerConfig, GroupCoordinatorConfig
-from kafkasim.broker.replica_manager import ReplicationConfig
+from kafkasim.broker.config import BrokerConfig, ControllerConfig, GroupCoordinatorConfig, ReplicationConfig
 from kafkasim.config import (
     BROKER,
     BROKER_CONFIGS,

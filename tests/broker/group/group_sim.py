@@ -3,7 +3,8 @@ restart on the same disk), client nodes, and raw request helpers for pinning API
 
 from __future__ import annotations
 
-from typing import Any, Awaitable, Callable, Optional
+from collections.abc import Awaitable, Callable
+from typing import Any
 
 from kafkasim.broker.config import BrokerConfig
 from kafkasim.broker.server import KafkaServer
@@ -32,7 +33,7 @@ class SimCluster:
         self.broker_node = self.world.add_node("broker-0")
         self.server = self._start(self.broker_node.runtime)
 
-    def _start(self, rt: NodeRuntime, before_startup: Optional[Callable[[KafkaServer], None]] = None) -> KafkaServer:
+    def _start(self, rt: NodeRuntime, before_startup: Callable[[KafkaServer], None] | None = None) -> KafkaServer:
         server = KafkaServer(rt, BrokerConfig(host="broker-0", port=9092, log_dir="logs", **self.config))
         if before_startup is not None:
             before_startup(server)
@@ -40,7 +41,7 @@ class SimCluster:
         return server
 
     def restart_broker(self, mode: str = "kill",
-                       before_startup: Optional[Callable[[KafkaServer], None]] = None) -> KafkaServer:
+                       before_startup: Callable[[KafkaServer], None] | None = None) -> KafkaServer:
         """Crash the broker process (kill: the page cache survives) and start a new one on the
         same disk."""
         self.broker_node.crash(mode)
