@@ -47,6 +47,7 @@ class Consumer:
         self.cluster = ClientCluster(rt, bootstrap, client_id, self.config.request_timeout_ms)
         self.positions: dict[tuple[str, int], int | None] = {}
         self.corrupt_batches = 0
+        self.misplaced: list[ConsumedRecord] = []  # records of batches with corrupt offsets (_misplaced)
 
     async def assign(self, partitions: list[tuple[str, int]]) -> None:
         for topic in sorted({t for t, _ in partitions}):
@@ -145,8 +146,11 @@ class Consumer:
         assert pos is not None
         try:
             for at, h in iter_batches(data):
-                if h.last_offset < pos or h.is_control:
-                    pos = max(pos, h.next_offset) if h.is_control else pos
+                if h.is_control:
+                    pos = max(pos, h.next_offset)
+                    continue
+                if h.last_offset < pos:
+                    self._misplaced(topic, tp[1], data, at, h.base_offset, h.last_offset, pos)
                     continue
                 for r in decode_batch_records(data, at):
                     if r.offset >= pos:
@@ -155,6 +159,20 @@ class Consumer:
         except CorruptRecordError:
             self.corrupt_batches += 1
         self.positions[tp] = pos
+        return out
+
+    def _misplaced(self, topic: str, partition: int, data: bytes, at: int, base: int, last: int, pos: int) -> None:
+        """A batch wholly below the fetch position: a broker reads from the batch holding the
+        position, so its header's offsets are corrupt (the CRC does not cover the base offset).
+        Kafka's consumer skips such records silently; so does this one, but it keeps them
+        (`take_misplaced`) so the checkers can say what happened to them."""
+        self.rt.trace("consumer_misplaced_batch", topic=topic, partition=partition, base_offset=base,
+                      last_offset=last, position=pos)
+        self.misplaced.extend(ConsumedRecord(topic, partition, r.offset, r.timestamp_ms, r.key, r.value)
+                              for r in decode_batch_records(data, at))
+
+    def take_misplaced(self) -> list[ConsumedRecord]:
+        out, self.misplaced = self.misplaced, []
         return out
 
     def close(self) -> None:

@@ -23,6 +23,15 @@ goes on past it, so whatever it leads to later (an inflated epoch steering a tru
 different offsets or CRCs) is still replica-divergence. Without a bit flip in the run the same
 difference is replica-divergence.
 
+corrupt-offset-propagated: the same for a flip in the batch's base offset (bytes 0-7, not covered
+by the CRC either), on such a partition: a replica holding the leader's records (same CRC, same
+offset span) at an offset one bit from where the leader has them, or the other way round, or
+the leader missing a stretch of offsets a replica holds (a hole: a follower takes the offsets a
+batch claims — UnifiedLog.append refuses only a first offset below its log end — so a flipped
+offset makes its log end jump, and the truncation back to the leader's end on
+OFFSET_OUT_OF_RANGE leaves the skipped offsets missing; a leader that was once that follower
+keeps the hole). Kafka does the same; other differences stay replica-divergence.
+
 isr-behind-high-watermark: every ISR member (the leader's committed ISR) must have everything
 below the high watermark — that is what admitting it to the ISR promised.
 
@@ -58,7 +67,7 @@ from typing import Any
 from kafkasim.cluster.sim_cluster import SimCluster
 from kafkasim.harness.checkers import Anomaly, CheckResult
 from kafkasim.harness.invariants import InvariantMonitor
-from kafkasim.records.batch import LOG_OVERHEAD, MAGIC_VALUE_V2, MIN_BATCH_LENGTH, iter_batches
+from kafkasim.records.batch import LOG_OVERHEAD, MAGIC_VALUE_V2, MIN_BATCH_LENGTH, decode_batch_records, iter_batches
 from kafkasim.records.crc import crc32c
 from kafkasim.runtime.sim.filesystem import SimDisk, SimFile
 from kafkasim.runtime.sim.world import SimWorld
@@ -94,11 +103,38 @@ def batches_below(log: Any, start: int, end: int) -> list[BatchId]:
     return out
 
 
+def leader_value_at(cluster: SimCluster, topic: str, partition: int, offset: int) -> bytes | None:
+    """The value of the record at `offset` in the current leader's log (None: no leader, no
+    such record, or a batch that does not decode)."""
+    name = cluster.leader_of(topic, partition)
+    rm = cluster.replica_manager(name) if name is not None else None
+    part = rm.get_partition(topic, partition) if rm is not None else None
+    if part is None:
+        return None
+    try:
+        data = bytes(part.log.read(offset, 1, max_offset=offset + 1))
+        for at, h in iter_batches(data):
+            if h.base_offset <= offset <= h.last_offset:
+                return next((r.value for r in decode_batch_records(data, at) if r.offset == offset), None)
+    except Exception:  # an offline log, or a batch the CRC rejects: nothing there to read
+        return None
+    return None
+
+
+def workload_value_at(cluster: SimCluster) -> Callable[[str, int, int], str | None]:
+    """leader_value_at as the workload names values (the part before the padding dots)."""
+    def value_at(topic: str, partition: int, offset: int) -> str | None:
+        raw = leader_value_at(cluster, topic, partition, offset)
+        return None if raw is None else raw.split(b".", 1)[0].decode(errors="replace")
+    return value_at
+
+
 def check_replicas(cluster: SimCluster, bit_flipped: set[TopicPartition] | None = None) -> list[CheckResult]:
     """`bit_flipped`: the partitions whose log some disk flipped bits in (BitFlipWatch)."""
     divergence = CheckResult("replica-divergence")
     behind = CheckResult("isr-behind-high-watermark")
     epoch_flips = CheckResult("leader-epoch-bit-flip")
+    offset_propagated = CheckResult("corrupt-offset-propagated")
     partitions = sorted({tp for _, rm in cluster.live_replica_managers() for tp in rm.partitions})
     for topic, index in partitions:
         leader_name = cluster.leader_of(topic, index)
@@ -135,15 +171,18 @@ def check_replicas(cluster: SimCluster, bit_flipped: set[TopicPartition] | None 
             if theirs is None:
                 continue
             where = {"topic": topic, "partition": index, "leader": leader_name, "replica": name, "high_watermark": hw}
-            flips, first = _differences(by_base, theirs, start, flips_possible)
+            flips, offset_flips, first = _differences(by_base, theirs, start, flips_possible)
             for b, ref in flips:
                 epoch_flips.anomalies.append(Anomaly("leader-epoch-bit-flip", {
                     **where, "offset": b.base_offset, "leader_epoch": ref.leader_epoch,
                     "replica_epoch": b.leader_epoch, "crc": b.crc}))
+            for off, leader_batch, replica_batch in offset_flips:
+                offset_propagated.anomalies.append(Anomaly("corrupt-offset-propagated", {
+                    **where, "offset": off, "leader_batch": leader_batch, "replica_batch": replica_batch}))
             if first is not None:
                 divergence.anomalies.append(Anomaly("replica-divergence", {
                     **where, "offset": first[0], "leader_batch": first[1], "replica_batch": first[2]}))
-    return [divergence, behind, epoch_flips]
+    return [divergence, behind, epoch_flips, offset_propagated]
 
 
 def _reconciled(server: Any, tp: TopicPartition, leader_id: int, leader_epoch: int) -> bool:
@@ -164,12 +203,22 @@ def _safe_batches(log: Any, start: int, end: int) -> list[BatchId] | None:
         return None
 
 
+_Difference = tuple[int, list[int] | None, list[int]]
+
+
 def _differences(reference: dict[int, BatchId], theirs: list[BatchId], start: int, flips_possible: bool
-                 ) -> tuple[list[tuple[BatchId, BatchId]], tuple[int, list[int] | None, list[int]] | None]:
+                 ) -> tuple[list[tuple[BatchId, BatchId]], list[_Difference], _Difference | None]:
     """(the batches that differ from the leader's only by one flipped bit of the partition
-    leader epoch — when bit flips happened — with the leader's batch; the first other
-    difference or None)."""
+    leader epoch — when bit flips happened — with the leader's batch; the differences a flipped
+    base offset explains — see _offset_flip; the first other difference or None)."""
     flips: list[tuple[BatchId, BatchId]] = []
+    offset_flips: list[_Difference] = []
+    by_crc: dict[int, list[BatchId]] = {}
+    theirs_by_crc: dict[int, BatchId] = {}
+    if flips_possible:
+        for r in reference.values():
+            by_crc.setdefault(r.crc, []).append(r)
+        theirs_by_crc = {b.crc: b for b in theirs}
     for b in theirs:
         if b.last_offset < start:
             continue
@@ -179,10 +228,40 @@ def _differences(reference: dict[int, BatchId], theirs: list[BatchId], start: in
         if flips_possible and ref is not None and _epoch_bit_flip(ref, b):
             flips.append((b, ref))
             continue
-        return flips, (b.base_offset, None if ref is None else [ref.base_offset, ref.last_offset, ref.leader_epoch,
-                                                                 ref.crc],
-                       [b.base_offset, b.last_offset, b.leader_epoch, b.crc])
-    return flips, None
+        diff = (b.base_offset, _ids(ref), [b.base_offset, b.last_offset, b.leader_epoch, b.crc])
+        if flips_possible and _offset_flip(b, ref, reference, by_crc, theirs_by_crc):
+            offset_flips.append(diff)
+            continue
+        return flips, offset_flips, diff
+    return flips, offset_flips, None
+
+
+def _offset_flip(b: BatchId, ref: BatchId | None, reference: dict[int, BatchId], by_crc: dict[int, list[BatchId]],
+                 theirs_by_crc: dict[int, BatchId]) -> bool:
+    """Does a base offset that one flipped bit moved explain why the replica's batch `b` differs
+    from the leader's `ref` at its offset? Yes when (a) the leader holds b's records (same CRC,
+    same offset span) at an offset one bit from b's — the replica stored a batch whose header was
+    flipped; (b) the replica holds ref's records one bit away — the leader stored the flipped
+    copy; or (c) the leader has no batch overlapping b at all, in a log that is not compacted:
+    a hole that only a flipped base offset makes (a follower takes the offsets it is given, and
+    a leader that was once such a follower keeps the hole when its log end offset jumped and was
+    truncated back — UnifiedLog.append checks only that the first offset is not below the log
+    end, AbstractFetcherThread truncates to the leader's end on OFFSET_OUT_OF_RANGE)."""
+    span = b.last_offset - b.base_offset
+    if any(_one_bit(r.base_offset, b.base_offset) and r.last_offset - r.base_offset == span
+           for r in by_crc.get(b.crc, [])):
+        return True
+    if ref is not None:
+        twin = theirs_by_crc.get(ref.crc)
+        if twin is not None and _one_bit(twin.base_offset, ref.base_offset):
+            return True
+        return False
+    return not any(r.base_offset <= b.last_offset and r.last_offset >= b.base_offset for r in reference.values())
+
+
+def _one_bit(a: int, b: int) -> bool:
+    x = (a ^ b) & 0xFFFFFFFFFFFFFFFF
+    return x != 0 and x & (x - 1) == 0
 
 
 def _epoch_bit_flip(a: BatchId, b: BatchId) -> bool:
@@ -199,8 +278,17 @@ class BitFlipWatch:
 
     def __init__(self) -> None:
         self.partitions: set[TopicPartition] = set()
+        # (topic, partition, offset): where a follower's log got a hole from a batch whose base
+        # offset is one bit from the log end offset it should have had (a flipped base offset).
+        self.holes: set[tuple[str, int, int]] = set()
 
     def on_event(self, node: str, ev: str, fields: dict[str, Any]) -> None:
+        if ev == "follower_offset_gap":
+            leo, first = int(fields["log_end_offset"]), int(fields["first_offset"])
+            x = leo ^ first
+            if x & (x - 1) == 0:
+                self.holes.add((str(fields["topic"]), int(fields["partition"]), leo))
+            return
         if ev != "disk_fault" or fields.get("fault") != "bitflip":
             return
         parts = str(fields.get("path", "")).split("/")

@@ -16,7 +16,8 @@ from kafkasim.broker.config import BrokerConfig
 from kafkasim.client.cluster import ClientCluster
 from kafkasim.cluster.sim_cluster import SimCluster
 from kafkasim.harness.checkers import Anomaly, CheckResult, check_all
-from kafkasim.harness.godseye import GodsEye, check_replicas, failover_times
+from kafkasim.harness.corruption import attribute_offset_flips
+from kafkasim.harness.godseye import GodsEye, check_replicas, failover_times, workload_value_at
 from kafkasim.harness.group_workload import GroupRun, Slot, StartMember, member_starter, run_churn
 from kafkasim.harness.host import code_version, wall_seconds
 from kafkasim.harness.inject import schedule_faults
@@ -159,7 +160,10 @@ def run_scenario(scenario: Scenario, seed: int, out_dir: str | None = None,
             world.run(min(world.now_ms() + STEP_MS, deadline))
             eyes.step()
         completed = all(t.done() for t in finals)
-        results = check_all(history) + check_replicas(cluster, eyes.bit_flips.partitions) + eyes.results()
+        flipped = eyes.bit_flips.partitions
+        results = (attribute_offset_flips(history, check_all(history), flipped, workload_value_at(cluster),
+                                          eyes.bit_flips.holes)
+                   + check_replicas(cluster, flipped) + eyes.results())
         world.emit("harness", "run_end", {"completed": completed, "sends": len(history.sends),
                                           "polls": len(history.polls)})
     wall = wall_seconds() - wall_start

@@ -17,7 +17,7 @@ ANOMALY_KINDS = ("lost-write", "duplicate", "reorder", "inconsistent-offsets", "
                  "isr-behind-high-watermark", "two-owners", "committed-offset-regression",
                  "recovered-not-prefix", "unwritten-bytes", "hw-above-isr-replica", "hw-regression",
                  "leader-epoch-regression", "controller-epoch-regression", "two-leaders-one-epoch",
-                 "leader-epoch-bit-flip")
+                 "leader-epoch-bit-flip", "corrupt-offset-delivered", "corrupt-offset-propagated")
 
 
 class ScenarioError(ValueError):

@@ -91,6 +91,9 @@ class MemberEvent:
 class History:
     sends: list[Send] = field(default_factory=list)
     polls: list[Poll] = field(default_factory=list)
+    # Records a consumer fetched in a batch whose header offsets were corrupt and skipped as
+    # Kafka's consumer does (Consumer.take_misplaced), at the offsets the header claimed.
+    misplaced: list[Poll] = field(default_factory=list)
     producers_done: int = 0
     assignments: list[Assignment] = field(default_factory=list)
     commits: list[Commit] = field(default_factory=list)
@@ -181,6 +184,9 @@ async def run_consumer(rt: NodeRuntime, bootstrap: str, topic: str, spec: Consum
         for r in records:
             value = (r.value or b"").split(b".", 1)[0].decode()
             history.polls.append(Poll(process, rt.monotonic_ms(), r.topic, r.partition, r.offset, value))
+        for r in consumer.take_misplaced():
+            value = (r.value or b"").split(b".", 1)[0].decode()
+            history.misplaced.append(Poll(process, rt.monotonic_ms(), r.topic, r.partition, r.offset, value))
         if records:
             rt.trace("poll", process=process, records=len(records),
                      first=[records[0].partition, records[0].offset], last=[records[-1].partition, records[-1].offset])

@@ -166,6 +166,8 @@ class Log:
         self.topic_id: bytes | None = None
         self._pending_index_rebuild: set[int] = set()
         self._recovered_epochs: list[tuple[int, int]] = []
+        # One cap per flush in progress: the recovery point it may set (see _flush).
+        self._flush_caps: list[list[int]] = []
         # The idempotent producers' state (UnifiedLog.producerStateManager): rebuilt from its
         # snapshots and the log by load(), and again after every truncation.
         self.producer_state_manager = ProducerStateManager(self)
@@ -456,6 +458,11 @@ class Log:
             first = headers[0][1].base_offset
             if first < self.log_end_offset:
                 raise OffsetOutOfRangeError(f"first offset {first} is below the log end offset {self.log_end_offset}")
+            if first > self.log_end_offset:
+                # Kafka takes it (UnifiedLog.append refuses only a first offset below the log end):
+                # legitimate after compaction or a moved log start, else a corrupt base offset.
+                self.rt.trace("follower_offset_gap", topic=self.topic, partition=self.partition,
+                              log_end_offset=self.log_end_offset, first_offset=first)
             prev, count, max_ts, shallow = first - 1, 0, -1, -1
             for _, h in headers:
                 if h.base_offset <= prev:
@@ -556,11 +563,22 @@ class Log:
                 return
             current = self.recovery_point
             segments = self.segments_in(current, flush_offset)
-            for seg in segments:
-                await seg.flush()
-            # New segments' directory entries must be durable too.
-            if any(s.base_offset >= current for s in segments):
-                await self.fs.fsync_dir(self.dir)
+            # A truncation while the fsyncs below wait lowers this cap: offsets at and above its
+            # target may be rewritten by later appends that this flush never synced. Kafka's
+            # UnifiedLog.flush marks `offset` flushed regardless (a recovery point above the log
+            # end after a concurrent truncateTo, so a later crash would skip recovering the
+            # rewritten tail); kafkasim keeps the recovery point within what was synced.
+            cap = [offset]
+            self._flush_caps.append(cap)
+            try:
+                for seg in segments:
+                    await seg.flush()
+                # New segments' directory entries must be durable too.
+                if any(s.base_offset >= current for s in segments):
+                    await self.fs.fsync_dir(self.dir)
+            finally:
+                self._flush_caps.remove(cap)
+            offset = cap[0]
             if offset > self.recovery_point:
                 self.recovery_point = offset
                 self.rt.invariant(self.log_start_offset <= offset <= self.log_end_offset, "recovery-point-within-log")
@@ -766,12 +784,17 @@ class Log:
             active.resize_indexes(self.config.segment_index_bytes)
             self.log_end_offset = target_offset
             self.recovery_point = min(self.recovery_point, target_offset)
+            self._cap_flushes(target_offset)
             self.leader_epoch_cache.truncate_from_end(target_offset)
             await active.log.fsync()
             await self.fs.fsync_dir(self.dir)
             await self._epoch_writes.run(self.leader_epoch_cache.flush)
             self._load_producer_state()
             return True
+
+    def _cap_flushes(self, target_offset: int) -> None:
+        for cap in self._flush_caps:
+            cap[0] = min(cap[0], target_offset)
 
     async def truncate_fully_and_start_at(self, new_offset: int) -> None:
         """Delete every segment and start empty at new_offset (UnifiedLog.truncateFullyAndStartAt)."""
@@ -781,6 +804,7 @@ class Log:
             self._publish([self._new_segment(new_offset)])
             self.log_end_offset = self.log_start_offset = new_offset
             self.recovery_point = min(self.recovery_point, new_offset)
+            self._cap_flushes(new_offset)
             self.leader_epoch_cache.truncate_from_end(new_offset)
             self.leader_epoch_cache.truncate_from_start(new_offset)
             await self.fs.fsync_dir(self.dir)

@@ -17,6 +17,15 @@ pytestmark = pytest.mark.sim
 
 REGRESSIONS = Path(__file__).resolve().parents[2] / "scenarios" / "regressions"
 FILES = sorted(REGRESSIONS.glob("*.toml"))
+# Regressions whose fix was to name what happened precisely: the run must pass AND show it.
+MUST_SHOW = {
+    "bit-rot-seed-24": "leader-epoch-bit-flip",
+    "bit-rot-seed-35": "corrupt-offset-propagated",
+    "bit-rot-seed-54": "corrupt-offset-delivered",
+    "bit-rot-seed-63": "corrupt-offset-propagated",
+    "bit-rot-seed-70": "corrupt-offset-delivered",
+    "bit-rot-seed-285": "corrupt-offset-delivered",
+}
 
 
 def test_there_are_regressions_and_each_names_its_seed() -> None:
@@ -32,3 +41,6 @@ def test_regression_passes_on_its_seed(path: Path, tmp_path: Path) -> None:
     run = run_scenario(load_scenario(str(path)), int(m.group(1)), str(tmp_path)).run
     failed = [c["name"] for c in run["checks"] if not c["ok"] and not c["expected"]]
     assert run["verdict"] == "pass" and not failed, f"{path.name}: {failed}"
+    kind = MUST_SHOW.get(path.stem)
+    if kind is not None:
+        assert any(a["kind"] == kind for a in run["anomalies"]), f"{path.name}: no {kind} anomaly"
