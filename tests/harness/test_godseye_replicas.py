@@ -19,21 +19,43 @@ LEADER = {0: BatchId(0, 0, 0, 11), 1: BatchId(1, 1, 0, 22), 2: BatchId(2, 2, 0, 
 
 def test_an_epoch_one_bit_off_with_the_same_crc_is_a_bit_flip_when_bits_were_flipped() -> None:
     theirs = [BatchId(0, 0, 0, 11), BatchId(1, 1, 8192, 22), BatchId(2, 2, 0, 33)]
-    flips, first = _differences(LEADER, theirs, 0, flips_possible=True)
+    flips, _, first = _differences(LEADER, theirs, 0, flips_possible=True)
     assert [(b.base_offset, ref.leader_epoch, b.leader_epoch) for b, ref in flips] == [(1, 0, 8192)]
     assert first is None
     # No bit flips in the run: the very same difference is a replication bug.
-    flips, first = _differences(LEADER, theirs, 0, flips_possible=False)
+    flips, _, first = _differences(LEADER, theirs, 0, flips_possible=False)
     assert flips == [] and first == (1, [1, 1, 0, 22], [1, 1, 8192, 22])
 
 
 def test_what_follows_a_flipped_epoch_is_still_divergence() -> None:
     theirs = [BatchId(0, 0, 0, 11), BatchId(1, 1, 8192, 22), BatchId(2, 2, 8192, 99)]
-    flips, first = _differences(LEADER, theirs, 0, flips_possible=True)
+    flips, _, first = _differences(LEADER, theirs, 0, flips_possible=True)
     assert len(flips) == 1 and first == (2, [2, 2, 0, 33], [2, 2, 8192, 99])
     # Two bits apart, or another CRC: not a single flip of the epoch field.
-    assert _differences(LEADER, [BatchId(1, 1, 3, 22)], 0, True)[1] is not None
-    assert _differences(LEADER, [BatchId(1, 1, 8192, 23)], 0, True)[1] is not None
+    assert _differences(LEADER, [BatchId(1, 1, 3, 22)], 0, True)[2] is not None
+    assert _differences(LEADER, [BatchId(1, 1, 8192, 23)], 0, True)[2] is not None
+
+
+LONG = {b: BatchId(b, b, 0, 100 + b) for b in range(8)}
+
+
+def test_a_batch_one_offset_bit_away_is_a_propagated_flip_only_when_bits_were_flipped() -> None:
+    # The replica stored the leader's batch 2 (crc 102) at 6 = 2 ^ 4: a flipped base offset.
+    theirs = [LONG[0], LONG[1], BatchId(6, 6, 0, 102)]
+    _, offset_flips, first = _differences(LONG, theirs, 0, flips_possible=True)
+    assert offset_flips == [(6, [6, 6, 0, 106], [6, 6, 0, 102])] and first is None
+    assert _differences(LONG, theirs, 0, flips_possible=False)[2] is not None
+    # Same records two bits away (2 -> 7), or another span: divergence.
+    assert _differences(LONG, [BatchId(7, 7, 0, 102)], 0, True)[2] is not None
+    assert _differences(LONG, [BatchId(6, 7, 0, 102)], 0, True)[2] is not None
+
+
+def test_a_hole_in_the_leader_is_a_propagated_flip_but_an_overlapping_batch_is_not() -> None:
+    leader = {b: LONG[b] for b in (0, 1, 3)}           # nothing at 2: a hole
+    _, offset_flips, first = _differences(leader, [LONG[2]], 0, flips_possible=True)
+    assert len(offset_flips) == 1 and first is None
+    leader_wide = {0: LONG[0], 1: BatchId(1, 3, 0, 7)}  # 1..3 in one batch: the replica's 2 differs
+    assert _differences(leader_wide, [LONG[2]], 0, flips_possible=True)[2] is not None
 
 
 def test_bit_flip_watch_maps_a_segment_path_to_its_partition() -> None:
