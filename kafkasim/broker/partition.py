@@ -16,6 +16,8 @@ Leader:
   - acks=all: refused with NOT_ENOUGH_REPLICAS before the append when the ISR is smaller than
     min.insync.replicas; after it, complete when the high watermark passes the batch
     (NOT_ENOUGH_REPLICAS_AFTER_APPEND if the ISR shrank below the minimum meanwhile).
+Last stable offset (READ_COMMITTED reads and ListOffsets): min(the log's first unstable offset,
+high watermark), recomputed from the log's producer state as the high watermark moves.
 Follower: appends the leader's batches as fetched; its high watermark is the leader's, capped
 by its own log end offset.
 

@@ -9,8 +9,9 @@ kafka.server.ReplicaManager).
   stopReplicas            StopReplica: stop fetching, and with delete drop the partition and its log
   appendRecords           Produce; acks=all completes through DelayedProduce: when the high
                           watermark passes the batch, or the request's timeout (REQUEST_TIMED_OUT)
-  fetchMessages           Fetch, consumers (up to the high watermark) and followers (up to the log
-                          end offset; a follower's fetch offset is its log end offset and may
+  fetchMessages           Fetch, consumers (READ_UNCOMMITTED up to the high watermark, READ_COMMITTED
+                          up to the last stable offset with the aborted transactions in the range
+                          read) and followers (up to the log end offset; a follower's fetch offset is its log end offset and may
                           move the ISR and the high watermark) — with the DelayedFetch long poll
   isr-expiration          every replica.lag.time.max.ms / 2, leaders drop lagging followers
 
