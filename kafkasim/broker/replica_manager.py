@@ -11,8 +11,9 @@ kafka.server.ReplicaManager).
                           watermark passes the batch, or the request's timeout (REQUEST_TIMED_OUT)
   fetchMessages           Fetch, consumers (READ_UNCOMMITTED up to the high watermark, READ_COMMITTED
                           up to the last stable offset with the aborted transactions in the range
-                          read) and followers (up to the log end offset; a follower's fetch offset is its log end offset and may
-                          move the ISR and the high watermark) — with the DelayedFetch long poll
+                          read) and followers (up to the log end offset; a follower's fetch offset
+                          is its log end offset and may move the ISR and the high watermark) —
+                          with the DelayedFetch long poll
   isr-expiration          every replica.lag.time.max.ms / 2, leaders drop lagging followers
 
 Log dir failure: a KafkaStorageError (or the LogManager going offline) takes every partition
