@@ -3,7 +3,9 @@ of its partitions returns fetch.min.bytes (at least one byte) or any partition a
 expired after max_wait_ms with what the last read found. Watched under a
 TopicPartitionOperationKey per partition, checked when a partition's log end offset, high
 watermark or role changes. Each check reads (ReplicaManager.read_once); a follower's read also
-records its fetch position, which may move the ISR and the high watermark.
+records its fetch position, which may move the ISR and the high watermark. A READ_COMMITTED read
+stops at the last stable offset, so such a fetch waits for the LSO (a transaction's marker
+passing the high watermark), not for the high watermark alone.
 """
 
 from __future__ import annotations

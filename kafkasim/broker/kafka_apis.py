@@ -230,8 +230,10 @@ class KafkaApis:
                 topics.append(FT(topic=spec.topic, partitions=by_topic[spec.topic]))
             by_topic[spec.topic].append(PD(
                 partition_index=spec.partition, error_code=r.error_code, high_watermark=r.high_watermark,
-                last_stable_offset=r.high_watermark, log_start_offset=r.log_start_offset,
-                aborted_transactions=[] if committed else None, preferred_read_replica=-1, records=r.records))
+                last_stable_offset=r.last_stable_offset, log_start_offset=r.log_start_offset,
+                aborted_transactions=None if r.aborted_transactions is None else [
+                    PD.AbortedTransaction(producer_id=a.producer_id, first_offset=a.first_offset)
+                    for a in r.aborted_transactions], preferred_read_replica=-1, records=r.records))
         return FetchResponse(throttle_time_ms=0, error_code=E.NONE, session_id=0, responses=topics)
 
     # ---------------------------------------------------------------- ListOffsets
@@ -253,7 +255,7 @@ class KafkaApis:
                     continue
                 # A follower (replica_id >= 0) may see up to the log end offset.
                 assert part is not None
-                ts, off = self._list_offset(part, p.timestamp, req.replica_id >= 0)
+                ts, off = self._list_offset(part, p.timestamp, req.replica_id >= 0, req.isolation_level == 1)
                 epoch = part.leader_epoch if off >= 0 and version >= 4 else -1
                 parts.append(PR(partition_index=p.partition_index, error_code=E.NONE, timestamp=ts, offset=off,
                                 leader_epoch=epoch))
@@ -261,11 +263,13 @@ class KafkaApis:
         return ListOffsetsResponse(throttle_time_ms=0, topics=topics)
 
     @staticmethod
-    def _list_offset(part: Any, timestamp: int, from_follower: bool = False) -> tuple[int, int]:
+    def _list_offset(part: Any, timestamp: int, from_follower: bool = False,
+                     read_committed: bool = False) -> tuple[int, int]:
         if timestamp == EARLIEST_TIMESTAMP:
             return -1, part.log_start_offset
-        if timestamp == LATEST_TIMESTAMP:
-            return -1, part.log_end_offset if from_follower else part.high_watermark
+        if timestamp == LATEST_TIMESTAMP:  # READ_COMMITTED consumers: the last stable offset
+            return -1, part.log_end_offset if from_follower else \
+                part.last_stable_offset if read_committed else part.high_watermark
         if timestamp == MAX_TIMESTAMP:
             best = part.log.max_timestamp_and_offset()
             return best if best else (-1, -1)

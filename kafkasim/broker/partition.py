@@ -16,6 +16,8 @@ Leader:
   - acks=all: refused with NOT_ENOUGH_REPLICAS before the append when the ISR is smaller than
     min.insync.replicas; after it, complete when the high watermark passes the batch
     (NOT_ENOUGH_REPLICAS_AFTER_APPEND if the ISR shrank below the minimum meanwhile).
+Last stable offset (READ_COMMITTED reads and ListOffsets): min(the log's first unstable offset,
+high watermark), recomputed from the log's producer state as the high watermark moves.
 Follower: appends the leader's batches as fetched; its high watermark is the leader's, capped
 by its own log end offset.
 
@@ -36,7 +38,8 @@ from kafkasim.records.batch import MAGIC_VALUE_V2, BatchHeader, iter_batches, pe
 from kafkasim.records.errors import CorruptReason, CorruptRecordError
 from kafkasim.storage.file_records import FileRecords
 from kafkasim.storage.log import AppendInfo, Log, LogConfig
-from kafkasim.storage.producer_state import ProducerStateError
+from kafkasim.storage.producer_state import AppendOrigin, ProducerStateError
+from kafkasim.storage.txn_index import AbortedTxn
 
 UNKNOWN_OFFSET = -1
 LEADER_RECOVERY_RECOVERED, LEADER_RECOVERY_RECOVERING = 0, 1
@@ -54,10 +57,12 @@ class ValidatedRecords:
     headers: list[tuple[int, BatchHeader]]
 
 
-def validate_produce_records(records: Any, config: LogConfig) -> ValidatedRecords:
+def validate_produce_records(records: Any, config: LogConfig,
+                             origin: AppendOrigin = AppendOrigin.CLIENT) -> ValidatedRecords:
     """Kafka's LogValidator checks that need no record parsing: magic 2, a sane length, a CRC
     that matches, exactly one batch per partition (magic 2 producers send one), size within
-    max.message.bytes, no control batches from clients."""
+    max.message.bytes, no control batches from clients (only the coordinator writes them:
+    AppendOrigin.COORDINATOR, WriteTxnMarkers)."""
     if records is None or len(records) == 0:
         raise AppendError(E.INVALID_RECORD, "no records")
     try:
@@ -76,8 +81,8 @@ def validate_produce_records(records: Any, config: LogConfig) -> ValidatedRecord
     for _, h in headers:
         if h.size_in_bytes > config.max_message_bytes:
             raise AppendError(E.MESSAGE_TOO_LARGE, f"batch of {h.size_in_bytes} bytes > max.message.bytes")
-        if h.is_control:
-            raise AppendError(E.INVALID_RECORD, "clients may not send control batches")
+        if h.is_control and origin == AppendOrigin.CLIENT:
+            raise AppendError(E.INVALID_RECORD, "Clients are not allowed to write control records")
         if h.records_count <= 0 or h.last_offset_delta != h.records_count - 1:
             raise AppendError(E.INVALID_RECORD, "record count and last offset delta disagree")
     return ValidatedRecords(bytearray(records), headers)
@@ -285,7 +290,8 @@ class Partition:
         self.leader_recovery_state = recovery
 
     # ---------------------------------------------------------------- appends
-    async def append_records_to_leader(self, validated: ValidatedRecords, required_acks: int = 1) -> AppendInfo:
+    async def append_records_to_leader(self, validated: ValidatedRecords, required_acks: int = 1,
+                                       origin: AppendOrigin = AppendOrigin.CLIENT) -> AppendInfo:
         if not self.is_leader:
             raise AppendError(E.NOT_LEADER_OR_FOLLOWER, f"not the leader of {self.topic}-{self.index}")
         if required_acks == -1 and len(self.isr) < self.min_insync_replicas:
@@ -294,7 +300,8 @@ class Partition:
                               f"min.isr requirement of {self.min_insync_replicas} for partition "
                               f"{self.topic}-{self.index}")
         try:  # idempotence: a duplicate of one of a producer's last 5 batches answers its original offsets
-            duplicate = self.log.producer_state_manager.analyze_append(validated.headers, self.log.log_end_offset)
+            duplicate = self.log.producer_state_manager.analyze_append(validated.headers, self.log.log_end_offset,
+                                                                       origin, validated.buf)
         except ProducerStateError as exc:
             raise AppendError(exc.error_code, str(exc)) from exc
         if duplicate is not None:
@@ -314,7 +321,7 @@ class Partition:
         """The leader's batches, offsets and epochs as they are."""
         if headers:
             self.log.append_as_follower(records, headers)
-            self.log.producer_state_manager.on_replicated_append(headers)
+            self.log.producer_state_manager.on_replicated_append(records, headers)
             if self.log.needs_flush():
                 await self.log.flush()
         if leader_log_start_offset > self.log.log_start_offset:
@@ -430,13 +437,27 @@ class Partition:
         # pending state until the LeaderAndIsr the controller will send (Kafka does the same).
 
     # ---------------------------------------------------------------- reads
+    @property
+    def last_stable_offset(self) -> int:
+        """The LSO: the first offset of the earliest transaction not yet decided (or decided with
+        its marker at or above the high watermark), capped by the high watermark — recomputed
+        from the log's producer state as the high watermark moves (UnifiedLog.lastStableOffset)."""
+        return self.log.last_stable_offset
+
     def read(self, offset: int, max_bytes: int, isolation_committed: bool,
              max_offset: int | None = None) -> FileRecords:
-        # Without transactions the last stable offset equals the high watermark.
-        limit = self.high_watermark if max_offset is None else max_offset
+        """A consumer reads to the high watermark (READ_COMMITTED: to the LSO; read_committed()
+        adds the aborted transactions), a follower to `max_offset` (the log end)."""
+        if max_offset is None:
+            max_offset = self.last_stable_offset if isolation_committed else self.high_watermark
         # File regions, not bytes: the socket server sends them with sendfile (Kafka's
         # FileRecords), so fetched data goes from the page cache to the socket.
-        return self.log.read_records(offset, max_bytes, max_offset=limit)
+        return self.log.read_records(offset, max_bytes, max_offset=max_offset)
+
+    def read_committed(self, offset: int, max_bytes: int) -> tuple[FileRecords, list[AbortedTxn]]:
+        """FetchIsolation.TXN_COMMITTED: up to the LSO, with the aborted transactions the
+        consumer must skip in what it gets."""
+        return self.log.read_committed(offset, max_bytes, self.last_stable_offset)
 
     def try_complete_delayed_requests(self) -> None:
         if self.delayed_operations is not None:

@@ -9,9 +9,11 @@ kafka.server.ReplicaManager).
   stopReplicas            StopReplica: stop fetching, and with delete drop the partition and its log
   appendRecords           Produce; acks=all completes through DelayedProduce: when the high
                           watermark passes the batch, or the request's timeout (REQUEST_TIMED_OUT)
-  fetchMessages           Fetch, consumers (up to the high watermark) and followers (up to the log
-                          end offset; a follower's fetch offset is its log end offset and may
-                          move the ISR and the high watermark) — with the DelayedFetch long poll
+  fetchMessages           Fetch, consumers (READ_UNCOMMITTED up to the high watermark, READ_COMMITTED
+                          up to the last stable offset with the aborted transactions in the range
+                          read) and followers (up to the log end offset; a follower's fetch offset
+                          is its log end offset and may move the ISR and the high watermark) —
+                          with the DelayedFetch long poll
   isr-expiration          every replica.lag.time.max.ms / 2, leaders drop lagging followers
 
 Log dir failure: a KafkaStorageError (or the LogManager going offline) takes every partition
@@ -44,6 +46,8 @@ from kafkasim.protocol import errors as E
 from kafkasim.runtime.api import FileSystem, NodeRuntime, Task, ZkClient
 from kafkasim.storage.log import AppendInfo, KafkaStorageError, LogConfig
 from kafkasim.storage.log_manager import LogManager
+from kafkasim.storage.producer_state import AppendOrigin
+from kafkasim.storage.txn_index import AbortedTxn
 
 if TYPE_CHECKING:
     from kafkasim.broker.metadata_cache import MetadataCache
@@ -79,6 +83,10 @@ class FetchResult:
     high_watermark: int = -1
     log_start_offset: int = -1
     records: Any = b""   # bytes, or FileRecords (regions of segment files)
+    last_stable_offset: int = -1  # -1 with an error (FetchResponse.INVALID_LAST_STABLE_OFFSET)
+    # READ_COMMITTED consumers only (None otherwise: the response's null): the aborted
+    # transactions overlapping the records returned.
+    aborted_transactions: list[AbortedTxn] | None = None
 
 
 @dataclass
@@ -328,16 +336,20 @@ class ReplicaManager:
         p.try_complete_delayed_requests()
 
     # ---------------------------------------------------------------- produce
-    async def append_records(self, topic: str, partition: int, records: Any,
-                             required_acks: int = 1) -> PartitionAppendResult:
+    async def append_records(self, topic: str, partition: int, records: Any, required_acks: int = 1,
+                             origin: AppendOrigin = AppendOrigin.CLIENT) -> PartitionAppendResult:
+        """Append to a partition this broker leads. `origin`: AppendOrigin.CLIENT for Produce
+        (control batches refused with INVALID_RECORD; sequences checked), COORDINATOR for
+        WriteTxnMarkers and the group coordinator (control batches accepted, producer and
+        coordinator epochs checked)."""
         p = self.partitions.get((topic, partition))
         if p is None:
             return PartitionAppendResult(E.UNKNOWN_TOPIC_OR_PARTITION)
         if p.offline:
             return PartitionAppendResult(E.KAFKA_STORAGE_ERROR, error_message="the log dir is offline")
         try:
-            validated = validate_produce_records(records, p.log.config)  # the topic's max.message.bytes
-            info = await p.append_records_to_leader(validated, required_acks)
+            validated = validate_produce_records(records, p.log.config, origin)  # the topic's max.message.bytes
+            info = await p.append_records_to_leader(validated, required_acks, origin)
         except AppendError as exc:
             return PartitionAppendResult(exc.error_code, log_start_offset=p.log_start_offset, error_message=str(exc))
         except KafkaStorageError as exc:
@@ -389,16 +401,30 @@ class ReplicaManager:
             # fetch.max.bytes caps the response, but the first batch always goes out (KIP-74).
             budget = min(s.max_bytes, max_bytes - total) if total else s.max_bytes
             try:
-                limit = leo if follower else None
-                data = p.read(s.fetch_offset, max(budget, 0), committed, max_offset=limit) \
-                    if budget > 0 or not total else b""
+                data, aborted = self._read_partition(p, s.fetch_offset, budget, total, committed and not follower,
+                                                     leo if follower else None)
             except KafkaStorageError:
                 self.on_storage_error()
                 results.append(FetchResult(E.KAFKA_STORAGE_ERROR))
                 continue
             total += len(data)
-            results.append(FetchResult(E.NONE, p.high_watermark, p.log_start_offset, data))
+            results.append(FetchResult(E.NONE, p.high_watermark, p.log_start_offset, data,
+                                       p.last_stable_offset, aborted))
         return results, total
+
+    @staticmethod
+    def _read_partition(p: Partition, offset: int, budget: int, total: int, txn_committed: bool,
+                        limit: int | None) -> tuple[Any, list[AbortedTxn] | None]:
+        """One partition's read (Partition.fetchRecords): a follower to `limit` (the log end), a
+        READ_COMMITTED consumer to the LSO with the aborted transactions in what it reads, a
+        READ_UNCOMMITTED one to the high watermark. Past the response's budget only an empty
+        read (the first partition always gets its first batch, KIP-74)."""
+        if budget <= 0 and total:
+            return b"", [] if txn_committed else None
+        if txn_committed:
+            records, aborted = p.read_committed(offset, max(budget, 0))
+            return records, aborted
+        return p.read(offset, max(budget, 0), False, max_offset=limit), None
 
     async def fetch_messages(self, specs: list[FetchSpec], max_wait_ms: int, min_bytes: int, max_bytes: int,
                              committed: bool, replica_id: int = -1) -> list[FetchResult]:

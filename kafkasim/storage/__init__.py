@@ -3,7 +3,8 @@
     Log, LogConfig                       log.py          UnifiedLog / LocalLog / LogLoader
     AppendInfo                           append_info.py  LogAppendInfo
     ProducerStateManager                 producer_state.py  idempotent producers' state, *.snapshot
-    LogSegment                           segment.py      .log + .index + .timeindex
+    LogSegment                           segment.py      .log + .index + .timeindex + .txnindex
+    TransactionIndex, AbortedTxn         txn_index.py    the aborted transactions of a segment
     OffsetIndex, TimeIndex               index.py        Kafka's 8- and 12-byte index entries
     LogManager, LogManagerConfig         log_manager.py  the log dir: load, jobs, checkpoints
     LogCleaner (Cleaner)                 cleaner.py      compaction

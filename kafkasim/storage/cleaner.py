@@ -19,6 +19,13 @@
    the last batch of its producer, which stays as an empty batch. Control batches are kept.
 4. The first dirty offset becomes the end of the mapped range (cleaner-offset-checkpoint).
 
+Transactions (Kafka's CleanedTransactionMetadata, in part): the cleanable range ends at the
+first unstable offset (an undecided transaction is never cleaned); records of ABORTED
+transactions (by the log's txn indexes) never enter the offset map and are removed (their batch
+kept empty when it is its producer's last, for the sequence); the cleaned segment keeps the txn
+index entries of its sources. Not modelled yet: removing control batches once their transaction
+is fully cleaned and delete.retention.ms has passed (markers are kept for good).
+
 "Active producers" are approximated as every producer id in the log (Kafka asks its producer
 state manager, which forgets producers after producer.id.expiration.ms).
 """
@@ -49,6 +56,7 @@ from kafkasim.records.compression import CompressionType, compress
 from kafkasim.records.crc import crc32c
 from kafkasim.storage.log import Log
 from kafkasim.storage.segment import LogSegment
+from kafkasim.storage.txn_index import AbortedTxn
 
 _HEADER = struct.Struct(">qiibIhiqqqhii")  # the 61-byte v2 batch header (records/batch.py)
 _UINT32 = struct.Struct(">I")
@@ -103,6 +111,9 @@ def cleanable_range(log: Log, checkpoint: int | None, now_ms: int) -> tuple[int,
     if first_dirty < log.log_start_offset or first_dirty > log.log_end_offset:
         first_dirty = log.log_start_offset
     candidates = [log.high_watermark, log.active_segment.base_offset]
+    first_unstable = log.producer_state_manager.first_unstable_offset()
+    if first_unstable is not None:
+        candidates.append(first_unstable)
     segs = log.segments
     rp = log.checkpointed_recovery_point
     holding_rp = [s.base_offset for s in segs if s.base_offset <= rp]
@@ -126,12 +137,14 @@ def dirty_ratio(log: Log, first_dirty: int, first_uncleanable: int) -> float:
 class Cleaner:
     def __init__(self, config: CleanerConfig) -> None:
         self.config = config
+        self.aborted = AbortedBatches([])
 
     async def clean(self, log: Log, first_dirty: int, first_uncleanable: int, now_ms: int) -> CleanResult:
         """Cleaner.doClean over [first_dirty, first_uncleanable)."""
         result = CleanResult(first_dirty, first_dirty)
         if first_uncleanable <= first_dirty:
             return result
+        self.aborted = AbortedBatches(log.collect_aborted_transactions(0, log.log_end_offset))
         offset_map = self.build_offset_map(log, first_dirty, first_uncleanable, result)
         end = offset_map.latest_offset + 1
         result.end_offset = max(first_dirty, end)
@@ -153,7 +166,7 @@ class Cleaner:
                     break
                 data = seg.log.read(b.position, b.size)
                 h = read_header(data)
-                if not h.is_control:
+                if not h.is_control and not self.aborted.holds(h):
                     for rec in decode_batch_records(data, 0, validate=False):
                         if rec.key is not None and rec.offset >= start:
                             if not offset_map.put(rec.key, rec.offset):
@@ -171,6 +184,8 @@ class Cleaner:
             for seg in group:
                 self.clean_into(seg, cleaned, offset_map, now_ms, log.config.delete_retention_ms,
                                 active_producers, result)
+                for txn in seg.txn_index.all_aborted_txns():  # every marker is kept: so are its entries
+                    cleaned.txn_index.append(txn)
             cleaned.on_become_inactive_segment()
             await cleaned.flush()
             cleaned.last_modified_ms = group[-1].last_modified_ms
@@ -185,7 +200,8 @@ class Cleaner:
         for b in source.batches(0):
             data = source.log.read(b.position, b.size)
             h = read_header(data)
-            out = filter_batch(data, h, offset_map, now_ms, delete_retention_ms, active_producers, result)
+            out = filter_batch(data, h, offset_map, now_ms, delete_retention_ms, active_producers, result,
+                               aborted=self.aborted.holds(h))
             if out is None:
                 continue
             oh = read_header(out)
@@ -193,12 +209,13 @@ class Cleaner:
 
 
 def filter_batch(data: bytes, h: BatchHeader, offset_map: OffsetMap, now_ms: int, delete_retention_ms: int,
-                 active_producers: dict[int, int], result: CleanResult) -> bytes | None:
+                 active_producers: dict[int, int], result: CleanResult, aborted: bool = False) -> bytes | None:
     """MemoryRecords.filterTo for one batch with the cleaner's RecordFilter: the batch to
-    write (the original bytes, a rebuilt batch, an empty batch) or None to drop it."""
+    write (the original bytes, a rebuilt batch, an empty batch) or None to drop it. An aborted
+    transaction's batch loses every record (Cleaner.shouldDiscardBatch)."""
     if h.is_control:
         return data
-    records = decode_batch_records(data, 0, validate=False)
+    records = [] if aborted else decode_batch_records(data, 0, validate=False)
     horizon = h.delete_horizon_ms
     kept: list[DecodedRecord] = []
     tombstones = False
@@ -217,6 +234,21 @@ def filter_batch(data: bytes, h: BatchHeader, offset_map: OffsetMap, now_ms: int
         result.batches_emptied += 1
         return empty_batch_like(h)
     return None
+
+
+class AbortedBatches:
+    """Which transactional batches belong to an aborted transaction: those of its producer from
+    its first offset up to its ABORT marker."""
+
+    def __init__(self, txns: list[AbortedTxn]) -> None:
+        self.ranges: dict[int, list[tuple[int, int]]] = {}
+        for t in txns:
+            self.ranges.setdefault(t.producer_id, []).append((t.first_offset, t.last_offset))
+
+    def holds(self, h: BatchHeader) -> bool:
+        if not h.is_transactional or h.is_control:
+            return False
+        return any(first <= h.base_offset < last for first, last in self.ranges.get(h.producer_id, ()))
 
 
 def should_retain(rec: DecodedRecord, horizon: int | None, offset_map: OffsetMap, now_ms: int) -> bool:

@@ -30,6 +30,13 @@ Producer state (``producer_state_manager``, producer_state.py): rebuilt from its
 the log at load and after every truncation; retention removes the snapshots of the segments it
 deletes.
 
+Transactions: the last stable offset (LSO) is min(the producer state's first unstable offset,
+high watermark) — what a READ_COMMITTED fetch reads up to and ListOffsets(latest) answers it.
+Every segment has a ``.txnindex`` (txn_index.py) of the transactions aborted in it; recovery
+resets the indexes of the segments it validates and rebuilds them by replaying the producer
+state from the first of them (Kafka's LogSegment.recover with a ProducerStateManager), and
+truncation cuts them with the segment.
+
 I/O errors take the log offline (Kafka's log dir failure): every later call raises
 ``KafkaStorageError``; the broker answers KAFKA_STORAGE_ERROR.
 """
@@ -64,12 +71,13 @@ from kafkasim.storage.segment import (
     log_file_name,
     offset_from_file_name,
 )
+from kafkasim.storage.txn_index import TXN_INDEX_SUFFIX, AbortedTxn
 
 LONG_MAX = 2**63 - 1
 _STAMP = struct.Struct(">q")  # baseOffset at byte 0 of a batch (records/batch.py: outside the CRC)
 _EPOCH = struct.Struct(">i")  # partitionLeaderEpoch at byte 12 (outside the CRC too)
 MIN_RECOVERY_BATCH_LIMIT = 32 * 1024 * 1024  # recovery never reads a "batch" bigger than this
-SEGMENT_SUFFIXES = (LOG_SUFFIX, INDEX_SUFFIX, TIME_INDEX_SUFFIX)
+SEGMENT_SUFFIXES = (LOG_SUFFIX, INDEX_SUFFIX, TIME_INDEX_SUFFIX, TXN_INDEX_SUFFIX)
 
 
 @dataclass
@@ -165,6 +173,7 @@ class Log:
         self.closed = False
         self.topic_id: bytes | None = None
         self._pending_index_rebuild: set[int] = set()
+        self._recovered_bases: set[int] = set()  # segments recover() reset (txn indexes to rebuild)
         self._recovered_epochs: list[tuple[int, int]] = []
         # One cap per flush in progress: the recovery point it may set (see _flush).
         self._flush_caps: list[list[int]] = []
@@ -209,6 +218,23 @@ class Log:
     def update_high_watermark(self, offset: int) -> None:
         self._high_watermark = max(self.log_start_offset, min(offset, self.log_end_offset))
         self.rt.invariant(self._high_watermark <= self.log_end_offset, "high-watermark<=log-end-offset")
+        # Transactions whose marker is now below the high watermark no longer hold the LSO back.
+        self.producer_state_manager.on_high_watermark_updated(self._high_watermark)
+
+    @property
+    def last_stable_offset(self) -> int:
+        """UnifiedLog.lastStableOffset: the first unstable offset when below the high watermark,
+        else the high watermark."""
+        hw = self.high_watermark
+        first_unstable = self.producer_state_manager.first_unstable_offset()
+        return first_unstable if first_unstable is not None and first_unstable < hw else hw
+
+    def segment_containing(self, offset: int) -> LogSegment | None:
+        """The segment whose range holds `offset` (floor by base offset)."""
+        segs = self._segments
+        if not segs or offset < segs[0].base_offset:
+            return None
+        return segs[self._floor_index(offset, self._bases)]
 
     def _new_segment(self, base_offset: int, suffix: str = "") -> LogSegment:
         jitter = 0
@@ -302,7 +328,7 @@ class Log:
             stem = n.split(".", 1)[0]
             if not stem.isdigit():
                 continue
-            if n.endswith(INDEX_SUFFIX) or n.endswith(TIME_INDEX_SUFFIX):
+            if n.endswith(INDEX_SUFFIX) or n.endswith(TIME_INDEX_SUFFIX) or n.endswith(TXN_INDEX_SUFFIX):
                 if f"{stem}{LOG_SUFFIX}" not in logs:
                     self.fs.unlink(f"{self.dir}/{n}")  # orphaned index
             elif n.endswith(LOG_SUFFIX):
@@ -339,6 +365,7 @@ class Log:
                 continue
             result = seg.recover(max_batch_size=self._max_batch_size(), min_offset=self._prev_next_offset(seg),
                                  latest_epoch=self.leader_epoch_cache.latest_epoch, seeded_bug=self.rt.seeded_bug)
+            self._recovered_bases.add(seg.base_offset)
             if result.truncated_bytes:
                 self._trace_recovery(segment=seg.base_offset, valid_bytes=seg.size,
                                      dropped_bytes=result.truncated_bytes, reason=result.reason)
@@ -373,6 +400,9 @@ class Log:
         for epoch, start in self._recovered_epochs:
             if epoch > cache.latest_epoch:
                 cache.assign(epoch, start)
+        live = {s.base_offset for s in self._segments}
+        ProducerStateManager.rebuild_txn_indexes(self, self._recovered_bases & live)
+        self._recovered_bases = set()
         # Beyond Kafka: make recovery's cuts durable before anything new is appended.
         for seg in cut_segments:
             if not seg.deleted:
@@ -396,6 +426,7 @@ class Log:
             prev = self._prev_next_offset(seg)
             result = seg.recover(max_batch_size=self._max_batch_size(), min_offset=prev, latest_epoch=latest_epoch,
                                  seeded_bug=self.rt.seeded_bug)
+            self._recovered_bases.add(seg.base_offset)
             self._pending_index_rebuild.discard(seg.base_offset)
             epochs += result.epochs
             if result.epochs:
@@ -600,28 +631,69 @@ class Log:
         region = self._read(offset, max_bytes, max_offset, min_one_message, LogSegment.read_region)
         return FileRecords([] if region is None else [region])
 
+    def read_committed(self, offset: int, max_bytes: int, max_offset: int,
+                       min_one_message: bool = True) -> tuple[FileRecords, list[AbortedTxn]]:
+        """A READ_COMMITTED read (LocalLog.read with includeAbortedTxns): read_records up to
+        `max_offset` (the LSO), and the aborted transactions overlapping what was read — from the
+        read's segment on, up to the offset index entry past its end (LocalLog's
+        addAbortedTransactions)."""
+        with self._io("reading the log"):
+            found = self._read_at(offset, max_bytes, max_offset, min_one_message, LogSegment.read_region)
+            if found is None:
+                return FileRecords([]), []
+            region, i = found
+            segs = self._segments
+            upper = segs[i].fetch_upper_bound_offset(region.position, region.size)
+            if upper is None:
+                upper = segs[i + 1].base_offset if i + 1 < len(segs) else self.log_end_offset
+            return FileRecords([region]), self._collect_aborted(offset, upper, i)
+
+    def collect_aborted_transactions(self, start_offset: int, upper_bound_offset: int) -> list[AbortedTxn]:
+        """UnifiedLog.collectAbortedTransactions: the aborted transactions overlapping
+        [start_offset, upper_bound_offset), from the segment holding start_offset on."""
+        with self._io("reading the transaction index"):
+            if not self._segments:
+                return []
+            return self._collect_aborted(start_offset, upper_bound_offset,
+                                         self._floor_index(start_offset, self._bases))
+
+    def _collect_aborted(self, start_offset: int, upper_bound_offset: int, first_index: int) -> list[AbortedTxn]:
+        out: list[AbortedTxn] = []
+        for seg in self._segments[first_index:]:
+            txns, complete = seg.collect_aborted_txns(start_offset, upper_bound_offset)
+            out += txns
+            if complete:
+                break
+        return out
+
     def _read(self, offset: int, max_bytes: int, max_offset: int | None, min_one_message: bool,
               reader: Callable[..., Any]) -> Any:
         with self._io("reading the log"):
-            segs, bases = self._segments, self._bases
-            leo = self.log_end_offset
-            limit = leo if max_offset is None else min(max_offset, leo)
-            if offset >= limit or not segs:
-                return None
-            if limit >= leo:
-                limit_index, limit_pos = len(segs) - 1, segs[-1].size
-            else:
-                limit_index = self._floor_index(limit, bases)
-                found = segs[limit_index].translate_offset(limit)
-                limit_pos = found.position if found is not None else segs[limit_index].size
-            i = self._floor_index(offset, bases)
-            while i < len(segs) and i <= limit_index:
-                max_pos = segs[i].size if i < limit_index else limit_pos
-                data = reader(segs[i], offset, max_bytes, max_pos, min_one_message)
-                if data is not None:
-                    return data
-                i += 1
+            found = self._read_at(offset, max_bytes, max_offset, min_one_message, reader)
+            return None if found is None else found[0]
+
+    def _read_at(self, offset: int, max_bytes: int, max_offset: int | None, min_one_message: bool,
+                 reader: Callable[..., Any]) -> tuple[Any, int] | None:
+        """(what `reader` read, the index of its segment), None when nothing is there."""
+        segs, bases = self._segments, self._bases
+        leo = self.log_end_offset
+        limit = leo if max_offset is None else min(max_offset, leo)
+        if offset >= limit or not segs:
             return None
+        if limit >= leo:
+            limit_index, limit_pos = len(segs) - 1, segs[-1].size
+        else:
+            limit_index = self._floor_index(limit, bases)
+            found = segs[limit_index].translate_offset(limit)
+            limit_pos = found.position if found is not None else segs[limit_index].size
+        i = self._floor_index(offset, bases)
+        while i < len(segs) and i <= limit_index:
+            max_pos = segs[i].size if i < limit_index else limit_pos
+            data = reader(segs[i], offset, max_bytes, max_pos, min_one_message)
+            if data is not None:
+                return data, i
+            i += 1
+        return None
 
     def offset_for_timestamp(self, timestamp_ms: int) -> tuple[int, int] | None:
         """(offset, timestamp) of the first record with timestamp >= timestamp_ms at or after
@@ -763,6 +835,8 @@ class Log:
         """UnifiedLog.loadProducerState: drop the snapshots beyond the log, then rebuild the
         state from the latest valid one and the batches after it."""
         self.producer_state_manager = ProducerStateManager.load(self)
+        if self._high_watermark is not None:
+            self.producer_state_manager.on_high_watermark_updated(self.high_watermark)
 
     async def truncate_to(self, target_offset: int) -> bool:
         """UnifiedLog.truncateTo: drop every offset >= target (a follower's divergent tail).
@@ -863,6 +937,7 @@ def index_problem(seg: LogSegment, next_base: int | None) -> str:
     try:
         seg.offset_index.sanity_check()
         seg.time_index.sanity_check()
+        seg.txn_index.sanity_check()
     except CorruptIndexError as exc:
         return str(exc)
     size = seg.size

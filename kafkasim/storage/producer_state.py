@@ -6,7 +6,8 @@ its epoch and its last 5 appended batches (sequence range and offsets) — as Ka
 Rules applied to a client's batch that carries a producer id (Kafka 3.9):
 
   - base sequence < 0 ........................................ INVALID_RECORD (LogValidator)
-  - transactional batch ...................................... INVALID_TXN_STATE (no transactions here)
+  - a non-transactional batch while the producer's transaction
+    is ongoing ............................................... INVALID_TXN_STATE
   - same epoch and the exact sequence range of one of the last 5
     batches of that producer ................................. a duplicate: success with the
                                                                 ORIGINAL offsets, nothing appended
@@ -34,8 +35,9 @@ big-endian; checked byte for byte against a Kafka 3.9.1 broker's snapshot)::
                      last_offset              int64   of the last batch (-1: no batch kept)
                      offset_delta             int32   last_offset - first offset of that batch
                      timestamp                int64   the batch's max timestamp
-                     coordinator_epoch        int32   -1 (no transactions)
-                     current_txn_first_offset int64   -1 (no transactions)
+                     coordinator_epoch        int32   of the producer's last marker (-1: none)
+                     current_txn_first_offset int64   first offset of its ongoing transaction
+                                                      (-1: none)
 
 Only the LAST batch of each producer is in a snapshot (as in Kafka), so after a restart a retry
 of an older batch of the window is OUT_OF_ORDER rather than a duplicate, as on Kafka.
@@ -50,27 +52,53 @@ Loading (`ProducerStateManager.load`, Kafka's `truncateAndReload` + `rebuildProd
 drop snapshots above the log end offset or at/below the log start offset, read the latest valid
 one, then replay the batches of the log from that offset (or the log start offset) to its end.
 
-Not modelled: producer id expiration (`producer.id.expiration.ms`), transactions.
+Transactions (Kafka's ProducerAppendInfo.appendDataBatch / appendEndTxnMarker, TxnMetadata,
+CompletedTxn): a producer's first transactional batch starts a transaction at its base offset
+(`ongoing_txns`, keyed by that offset); its ABORT or COMMIT marker (a control batch, written by
+the coordinator only: AppendOrigin.COORDINATOR) ends it —
+
+  - marker epoch < the producer's epoch ....................... INVALID_PRODUCER_EPOCH
+  - marker coordinator epoch < the producer's coordinator epoch  TRANSACTION_COORDINATOR_FENCED
+  - a marker for a producer with no ongoing transaction is accepted (and bumps its epoch) but
+    completes nothing.
+
+A completed transaction stays "unreplicated" until the high watermark passes its marker; the
+first unstable offset is the lowest first offset of an ongoing or unreplicated transaction, and
+the log's last stable offset is min(first unstable offset, high watermark). An aborted
+transaction goes into the `.txnindex` of the segment its marker is in (txn_index.py), with the
+LSO at that moment: the first offset of the earliest ongoing transaction of ANOTHER producer,
+else the marker offset + 1 (ProducerStateManager.lastStableOffset). Origins checked: CLIENT
+(epoch, sequence, duplicates), COORDINATOR (epoch, coordinator epoch), REPLICATION (nothing: the
+leader checked; a follower and recovery take the log as it is).
+
+Not modelled: producer id expiration (`producer.id.expiration.ms`), the transaction timeout
+(`hasLateTransaction`), KIP-890 verification guards (the transaction coordinator's side).
 """
 
 from __future__ import annotations
 
 import struct
 from collections import deque
+from collections.abc import Callable
 from dataclasses import dataclass, field
+from enum import Enum
 from typing import TYPE_CHECKING
 
 from kafkasim.protocol import errors as E
-from kafkasim.records.batch import NO_PRODUCER_EPOCH, NO_SEQUENCE, BatchHeader, iter_batches
+from kafkasim.records.batch import NO_PRODUCER_EPOCH, NO_SEQUENCE, BatchHeader, Buffer, iter_batches
+from kafkasim.records.control import EndTxnMarker, parse_end_txn_marker_batch
 from kafkasim.records.crc import crc32c
+from kafkasim.records.errors import CorruptRecordError
 from kafkasim.storage.append_info import AppendInfo
 from kafkasim.storage.segment import DELETED_SUFFIX
+from kafkasim.storage.txn_index import AbortedTxn
 
 if TYPE_CHECKING:
     from kafkasim.storage.log import Log
 
 NUM_BATCHES_TO_RETAIN = 5
 INT32_MAX = 0x7FFFFFFF
+LONG_MAX = 2**63 - 1
 SNAPSHOT_SUFFIX = ".snapshot"
 PRODUCER_SNAPSHOT_VERSION = 1
 _SNAPSHOT_HEADER = struct.Struct(">hIi")        # version, crc, entry count
@@ -92,6 +120,29 @@ def decrement_sequence(sequence: int, decrement: int) -> int:
 
 def in_sequence(last_seq: int, next_seq: int) -> bool:
     return next_seq == last_seq + 1 or (next_seq == 0 and last_seq == INT32_MAX)
+
+
+class AppendOrigin(Enum):
+    """Who appends (Kafka's AppendOrigin): how much of a batch is checked."""
+
+    CLIENT = "client"            # Produce: epoch, sequence, duplicates; no control batches
+    COORDINATOR = "coordinator"  # WriteTxnMarkers, the group coordinator: epoch (+ coordinator epoch)
+    REPLICATION = "replication"  # a follower, recovery, loading: nothing
+
+
+@dataclass
+class TxnMetadata:
+    producer_id: int
+    first_offset: int
+    last_offset: int | None = None  # the marker's, once completed
+
+
+@dataclass(frozen=True)
+class CompletedTxn:
+    producer_id: int
+    first_offset: int
+    last_offset: int  # the marker's offset
+    is_aborted: bool
 
 
 class ProducerStateError(Exception):
@@ -168,21 +219,58 @@ class ProducerStateEntry:
 # ---------------------------------------------------------------- validation of one append
 class ProducerAppendInfo:
     """The checks of one producer's batches in one append, against its state before it
-    (Kafka's ProducerAppendInfo for AppendOrigin.CLIENT). `updated` collects the new batches."""
+    (Kafka's ProducerAppendInfo). `updated` collects the new state; `started` the transactions
+    this append begins."""
 
-    def __init__(self, partition: str, current: ProducerStateEntry) -> None:
+    def __init__(self, partition: str, current: ProducerStateEntry, origin: AppendOrigin) -> None:
         self.partition = partition
         self.current = current
+        self.origin = origin
         self.updated = ProducerStateEntry(current.producer_id, current.producer_epoch, current.coordinator_epoch,
                                           current.last_timestamp, current.current_txn_first_offset)
+        self.started: list[TxnMetadata] = []
 
-    def append_data_batch(self, h: BatchHeader, first_offset: int, validate: bool) -> None:
-        if validate:
+    @property
+    def producer_id(self) -> int:
+        return self.current.producer_id
+
+    def append_data_batch(self, h: BatchHeader, first_offset: int) -> None:
+        if self.origin != AppendOrigin.REPLICATION:
             self._check_producer_epoch(h.producer_epoch, first_offset)
+        if self.origin == AppendOrigin.CLIENT:
             self._check_sequence(h.producer_epoch, h.base_sequence, first_offset)
         last_offset = first_offset + h.last_offset_delta
         self.updated.add_batch(h.producer_epoch, h.last_sequence, last_offset, last_offset - first_offset,
                                h.max_timestamp)
+        in_txn = self.updated.current_txn_first_offset >= 0
+        if in_txn and not h.is_transactional:
+            # Kafka throws for every origin; a replica takes what its leader accepted.
+            if self.origin != AppendOrigin.REPLICATION:
+                raise ProducerStateError(E.INVALID_TXN_STATE,
+                                         f"Expected transactional write from producer {self.producer_id} at offset "
+                                         f"{first_offset} in partition {self.partition}")
+        elif not in_txn and h.is_transactional:
+            self.updated.current_txn_first_offset = first_offset
+            self.started.append(TxnMetadata(self.producer_id, first_offset))
+
+    def append_end_txn_marker(self, marker: EndTxnMarker, offset: int) -> CompletedTxn | None:
+        """The producer's ABORT/COMMIT at `offset`: the completed transaction, None when it had
+        none ongoing (an empty transaction changes neither the LSO nor the txn index)."""
+        if self.origin != AppendOrigin.REPLICATION:
+            self._check_producer_epoch(marker.producer_epoch, offset)
+            if self.updated.coordinator_epoch > marker.coordinator_epoch:
+                raise ProducerStateError(
+                    E.TRANSACTION_COORDINATOR_FENCED,
+                    f"Invalid coordinator epoch for producerId {self.producer_id} at offset {offset} in partition "
+                    f"{self.partition}: {marker.coordinator_epoch} (zombie), {self.updated.coordinator_epoch} "
+                    "(current)")
+        first = self.updated.current_txn_first_offset
+        completed = CompletedTxn(self.producer_id, first, offset, not marker.committed) if first >= 0 else None
+        self.updated.maybe_update_producer_epoch(marker.producer_epoch)
+        self.updated.current_txn_first_offset = -1
+        self.updated.coordinator_epoch = marker.coordinator_epoch
+        self.updated.last_timestamp = marker.timestamp_ms
+        return completed
 
     def _check_producer_epoch(self, epoch: int, offset: int) -> None:
         if epoch < self.updated.producer_epoch:
@@ -249,15 +337,24 @@ def decode_snapshot(data: bytes) -> list[ProducerStateEntry]:
 
 
 # ---------------------------------------------------------------- the manager
+# Called for each transaction a replay completes, with its LSO (the txn index rebuild's hook).
+CompletionHook = Callable[[CompletedTxn, int], None]
+
+
 class ProducerStateManager:
     def __init__(self, log: Log) -> None:
         self.fs, self.dir, self.partition = log.fs, log.dir, f"{log.topic}-{log.partition}"
         self.producers: dict[int, ProducerStateEntry] = {}
+        # Transactions by first offset: undecided ones, and decided ones whose marker is not
+        # below the high watermark yet (both hold the last stable offset back).
+        self.ongoing_txns: dict[int, TxnMetadata] = {}
+        self.unreplicated_txns: dict[int, TxnMetadata] = {}
         self.last_map_offset = 0      # state covers every batch below this offset
         self.last_snap_offset = 0
         self.loaded_snapshot_offset: int | None = None  # which snapshot load() started from
         self._log = log
         self._pending: dict[int, ProducerAppendInfo] = {}
+        self._pending_completed: list[CompletedTxn] = []
         self._segment_base = 0
 
     # ------------------------------------------------------------ load
@@ -270,6 +367,26 @@ class ProducerStateManager:
         psm.last_map_offset = log.log_end_offset
         psm.take_snapshot()
         return psm
+
+    @classmethod
+    def rebuild_txn_indexes(cls, log: Log, bases: set[int]) -> None:
+        """The producer-state pass of LogSegment.recover (LogLoader.recoverSegment): the
+        segments at `bases` had their txn indexes reset; replay the log from the first of them
+        with the state before it (latest snapshot at or below it, then the batches up to it) and
+        append every aborted transaction whose marker is in one of them. Snapshots are left
+        as they are (the load that follows deals with them)."""
+        if not bases:
+            return
+        first = min(bases)
+        psm = cls(log)
+        psm._load_latest_snapshot(log.log_start_offset, first)
+        psm._replay(max(psm.last_map_offset, log.log_start_offset), first)
+
+        def on_completed(txn: CompletedTxn, lso: int) -> None:
+            seg = log.segment_containing(txn.last_offset)
+            if txn.is_aborted and seg is not None and seg.base_offset in bases:
+                seg.txn_index.append(AbortedTxn(txn.producer_id, txn.first_offset, txn.last_offset, lso))
+        psm._replay(max(first, log.log_start_offset), log.log_end_offset, on_completed)
 
     def snapshot_offsets(self) -> list[int]:
         names = [n for n in self.fs.listdir(self.dir) if n.endswith(SNAPSHOT_SUFFIX)]
@@ -284,79 +401,166 @@ class ProducerStateManager:
         for off in self.snapshot_offsets():
             if off > log_end or off <= log_start:
                 self._delete_snapshot(off)
+        self._load_latest_snapshot(log_start, log_end)
+
+    def _load_latest_snapshot(self, log_start: int, upto: int) -> None:
+        """The state of the latest valid snapshot in (log_start, upto] (corrupt ones deleted)."""
+        self.producers, self.ongoing_txns, self.unreplicated_txns = {}, {}, {}
         self.last_map_offset = self.last_snap_offset = log_start
         for off in reversed(self.snapshot_offsets()):
+            if off > upto or off <= log_start:
+                continue
             try:
                 entries = decode_snapshot(self._read_file(snapshot_name(off)))
             except CorruptSnapshotError:
                 self._delete_snapshot(off)
                 continue
-            self.producers = {e.producer_id: e for e in entries}
+            for e in entries:
+                self._load_entry(e)
             self.last_map_offset = self.last_snap_offset = off
             self.loaded_snapshot_offset = off
             return
 
-    def _replay(self, start: int, end: int) -> None:
+    def _load_entry(self, entry: ProducerStateEntry) -> None:
+        """ProducerStateManager.loadProducerEntry: an entry with a transaction ongoing reopens it."""
+        self.producers[entry.producer_id] = entry
+        if entry.current_txn_first_offset >= 0:
+            first = entry.current_txn_first_offset
+            self.ongoing_txns[first] = TxnMetadata(entry.producer_id, first)
+
+    def _replay(self, start: int, end: int, on_completed: CompletionHook | None = None) -> None:
         """Rebuild from the log's batches in [start, end) — no checks (AppendOrigin.REPLICATION)."""
         offset = start
         while offset < end:
             data = self._log.read(offset, _REPLAY_CHUNK_BYTES)
             next_offset = offset
-            for _, h in iter_batches(data):
-                if h.last_offset >= offset and h.has_producer_id and not h.is_control:
-                    info = ProducerAppendInfo(self.partition, self._entry(h.producer_id))
-                    info.append_data_batch(h, h.base_offset, validate=False)
+            for pos, h in iter_batches(data):
+                if h.next_offset > end:
+                    break
+                if h.last_offset >= offset and h.has_producer_id:
+                    info = ProducerAppendInfo(self.partition, self._entry(h.producer_id), AppendOrigin.REPLICATION)
+                    completed = self._append_batch(info, data, pos, h, h.base_offset)
                     self._commit(info)
+                    if completed is not None:
+                        lso = self.last_stable_offset_of(completed)
+                        if on_completed is not None:
+                            on_completed(completed, lso)
+                        self.complete_txn(completed)
                 next_offset = h.next_offset
             if next_offset <= offset:
                 break
             offset = next_offset
 
+    def _append_batch(self, info: ProducerAppendInfo, buf: Buffer | None, pos: int, h: BatchHeader,
+                      first_offset: int) -> CompletedTxn | None:
+        """ProducerAppendInfo.append: a control batch ends the transaction (an empty one — the
+        cleaner emptied it — or another control type changes nothing), a data batch is added."""
+        if not h.is_control:
+            info.append_data_batch(h, first_offset)
+            return None
+        if buf is None:
+            raise ValueError("a control batch needs its bytes to be read")
+        try:
+            marker = parse_end_txn_marker_batch(buf, pos)
+        except CorruptRecordError as exc:
+            if info.origin == AppendOrigin.REPLICATION:
+                return None
+            raise ProducerStateError(E.INVALID_RECORD, f"invalid transaction marker: {exc}") from exc
+        return None if marker is None else info.append_end_txn_marker(marker, first_offset)
+
+    # ------------------------------------------------------------ transactions
+    def last_stable_offset_of(self, txn: CompletedTxn) -> int:
+        """ProducerStateManager.lastStableOffset: the first offset of the earliest ongoing
+        transaction of another producer, else just past the marker."""
+        for first in sorted(self.ongoing_txns):
+            if self.ongoing_txns[first].producer_id != txn.producer_id:
+                return first
+        return txn.last_offset + 1
+
+    def complete_txn(self, txn: CompletedTxn) -> None:
+        meta = self.ongoing_txns.pop(txn.first_offset, None) or TxnMetadata(txn.producer_id, txn.first_offset)
+        meta.last_offset = txn.last_offset
+        self.unreplicated_txns[txn.first_offset] = meta
+
+    def first_unstable_offset(self) -> int | None:
+        """The lowest first offset of a transaction undecided, or decided with its marker at or
+        above the high watermark (None: every transaction is stable)."""
+        if not self.ongoing_txns and not self.unreplicated_txns:
+            return None
+        return min(min(self.ongoing_txns, default=LONG_MAX), min(self.unreplicated_txns, default=LONG_MAX))
+
+    def first_undecided_offset(self) -> int | None:
+        return min(self.ongoing_txns, default=None)
+
+    def on_high_watermark_updated(self, high_watermark: int) -> None:
+        self._remove_unreplicated(high_watermark)
+
+    def _remove_unreplicated(self, offset: int) -> None:
+        for first in [f for f, t in self.unreplicated_txns.items() if t.last_offset is not None and
+                      t.last_offset < offset]:
+            del self.unreplicated_txns[first]
+
     # ------------------------------------------------------------ append hooks
-    def analyze_append(self, headers: list[tuple[int, BatchHeader]], first_offset: int) -> AppendInfo | None:
-        """Check a client's batches before they are appended at `first_offset`. Returns the
-        original append's info when they are a duplicate; raises ProducerStateError to refuse."""
-        self._pending = {}
+    def analyze_append(self, headers: list[tuple[int, BatchHeader]], first_offset: int,
+                       origin: AppendOrigin = AppendOrigin.CLIENT, buf: Buffer | None = None) -> AppendInfo | None:
+        """Check the batches a leader is about to append at `first_offset` (`buf` holds them:
+        markers are read from it). Returns the original append's info when a client's batches
+        are a duplicate; raises ProducerStateError to refuse."""
+        self._pending, self._pending_completed = {}, []
         offset = first_offset
-        for _, h in headers:
+        for pos, h in headers:
             if h.has_producer_id:
-                if h.base_sequence < 0:
-                    raise ProducerStateError(E.INVALID_RECORD, f"Invalid sequence number {h.base_sequence} in "
-                                             f"record batch with producerId {h.producer_id}")
-                if h.is_transactional:
-                    raise ProducerStateError(E.INVALID_TXN_STATE, "transactions are not supported by this broker")
-                entry = self.producers.get(h.producer_id)
-                dup = entry.find_duplicate_batch(h) if entry is not None else None
-                if dup is not None:
-                    self._pending = {}
-                    return AppendInfo(dup.first_offset, dup.last_offset, h.records_count, dup.timestamp)
+                if origin == AppendOrigin.CLIENT:
+                    if h.base_sequence < 0:
+                        raise ProducerStateError(E.INVALID_RECORD, f"Invalid sequence number {h.base_sequence} in "
+                                                 f"record batch with producerId {h.producer_id}")
+                    entry = self.producers.get(h.producer_id)
+                    dup = entry.find_duplicate_batch(h) if entry is not None else None
+                    if dup is not None:
+                        self._pending = {}
+                        return AppendInfo(dup.first_offset, dup.last_offset, h.records_count, dup.timestamp)
                 info = self._pending.get(h.producer_id)
                 if info is None:
-                    info = self._pending[h.producer_id] = ProducerAppendInfo(self.partition,
-                                                                             self._entry(h.producer_id))
-                info.append_data_batch(h, offset, validate=True)
+                    info = self._pending[h.producer_id] = ProducerAppendInfo(
+                        self.partition, self._entry(h.producer_id), origin)
+                completed = self._append_batch(info, buf, pos, h, offset)
+                if completed is not None:
+                    self._pending_completed.append(completed)
             offset += h.last_offset_delta + 1
         return None
 
     def on_append(self, info: AppendInfo) -> None:
         """After the log appended what analyze_append checked: snapshot if the log rolled a
-        segment (state before the new segment), then record the new batches."""
+        segment (state before the new segment), then record the new batches and the
+        transactions they completed (UnifiedLog.append)."""
         self._maybe_snapshot_on_roll()
         for pending in self._pending.values():
             self._commit(pending)
-        self._pending = {}
+        completed, self._pending, self._pending_completed = self._pending_completed, {}, []
+        for txn in completed:
+            self._complete_in_active_segment(txn)
         self.last_map_offset = info.last_offset + 1
 
-    def on_replicated_append(self, headers: list[tuple[int, BatchHeader]]) -> None:
+    def on_replicated_append(self, records: Buffer, headers: list[tuple[int, BatchHeader]]) -> None:
         """A follower appended the leader's batches (AppendOrigin.REPLICATION): record them
-        without checks, so the state is there should this replica become leader."""
+        without checks, so the state (and the txn index) is there should this replica lead."""
         self._maybe_snapshot_on_roll()
-        for _, h in headers:
-            if h.has_producer_id and not h.is_control:
-                info = ProducerAppendInfo(self.partition, self._entry(h.producer_id))
-                info.append_data_batch(h, h.base_offset, validate=False)
+        for pos, h in headers:
+            if h.has_producer_id:
+                info = ProducerAppendInfo(self.partition, self._entry(h.producer_id), AppendOrigin.REPLICATION)
+                completed = self._append_batch(info, records, pos, h, h.base_offset)
                 self._commit(info)
+                if completed is not None:
+                    self._complete_in_active_segment(completed)
             self.last_map_offset = h.next_offset
+
+    def _complete_in_active_segment(self, txn: CompletedTxn) -> None:
+        """LogSegment.updateTxnIndex, then completeTxn: the marker went to the active segment."""
+        lso = self.last_stable_offset_of(txn)
+        if txn.is_aborted:
+            self._log.active_segment.txn_index.append(
+                AbortedTxn(txn.producer_id, txn.first_offset, txn.last_offset, lso))
+        self.complete_txn(txn)
 
     def _maybe_snapshot_on_roll(self) -> None:
         base = self._active_segment_base()
@@ -377,12 +581,14 @@ class ProducerStateManager:
         current = self.producers.get(updated.producer_id)
         if current is None:
             self.producers[updated.producer_id] = updated
-            return
-        current.maybe_update_producer_epoch(updated.producer_epoch)
-        current.batches.extend(updated.batches)
-        current.coordinator_epoch = updated.coordinator_epoch
-        current.current_txn_first_offset = updated.current_txn_first_offset
-        current.last_timestamp = updated.last_timestamp
+        else:
+            current.maybe_update_producer_epoch(updated.producer_epoch)
+            current.batches.extend(updated.batches)
+            current.coordinator_epoch = updated.coordinator_epoch
+            current.current_txn_first_offset = updated.current_txn_first_offset
+            current.last_timestamp = updated.last_timestamp
+        for txn in info.started:
+            self.ongoing_txns[txn.first_offset] = txn
 
     # ------------------------------------------------------------ snapshots
     def take_snapshot(self) -> None:
@@ -416,7 +622,8 @@ class ProducerStateManager:
         return path + DELETED_SUFFIX
 
     def on_log_start_offset_incremented(self, log_start_offset: int) -> None:
-        """ProducerStateManager.onLogStartOffsetIncremented (no transactions to drop here)."""
+        """ProducerStateManager.onLogStartOffsetIncremented."""
+        self._remove_unreplicated(log_start_offset)
         self.last_map_offset = max(self.last_map_offset, log_start_offset)
         offsets = self.snapshot_offsets()
         self.last_snap_offset = offsets[-1] if offsets else log_start_offset

@@ -6,6 +6,9 @@ org.apache.kafka.storage.internals.log.LogSegment, with FileRecords' batch scann
                                       baseOffset and partitionLeaderEpoch
     <20-digit base offset>.index      OffsetIndex   (layout in index.py)
     <20-digit base offset>.timeindex  TimeIndex     (layout in index.py)
+    <20-digit base offset>.txnindex   TransactionIndex: the aborted transactions whose ABORT
+                                      marker is in this segment (layout in txn_index.py; the
+                                      file exists only once one was written)
 
 A suffix (".deleted", ".cleaned", ".swap") marks files on their way out or in, as in Kafka.
 
@@ -31,6 +34,7 @@ from kafkasim.records.batch import LOG_OVERHEAD, MAGIC_VALUE_V2, MIN_BATCH_LENGT
 from kafkasim.runtime.api import FileHandle, FileSystem
 from kafkasim.storage.file_records import FileRegion
 from kafkasim.storage.index import NO_TIMESTAMP, IndexOffsetOverflowError, OffsetIndex, TimeIndex
+from kafkasim.storage.txn_index import TXN_INDEX_SUFFIX, AbortedTxn, TransactionIndex
 
 LOG_SUFFIX = ".log"
 INDEX_SUFFIX = ".index"
@@ -92,6 +96,7 @@ class LogSegment:
         self.log: FileHandle = fs.open(self._path(LOG_SUFFIX))
         self.offset_index = OffsetIndex(fs, self._path(INDEX_SUFFIX), base_offset, max_index_size)
         self.time_index = TimeIndex(fs, self._path(TIME_INDEX_SUFFIX), base_offset, max_index_size)
+        self.txn_index = TransactionIndex(fs, self._path(TXN_INDEX_SUFFIX), base_offset)
         self.created_ms = now_ms
         self.last_modified_ms = now_ms
         self.rolling_based_timestamp: int | None = None
@@ -246,6 +251,19 @@ class LogSegment:
             end += size
         return FileRegion(self.log, first.position, end - first.position)
 
+    def collect_aborted_txns(self, fetch_offset: int, upper_bound_offset: int) -> tuple[list[AbortedTxn], bool]:
+        return self.txn_index.collect_aborted_txns(fetch_offset, upper_bound_offset)
+
+    def fetch_upper_bound_offset(self, start_position: int, fetch_size: int) -> int | None:
+        """LogSegment.fetchUpperBoundOffset: the offset of the first offset index entry at or
+        past the end of a read (where the aborted transactions to return may stop), None when
+        the index has none."""
+        target = start_position + fetch_size
+        for off, pos in self.offset_index.all_entries():
+            if pos >= target:
+                return off
+        return None
+
     def read_next_offset(self) -> int:
         """The offset after the last batch (LogSegment.readNextOffset)."""
         _, position = self.offset_index.lookup(self.offset_index.last_offset)
@@ -277,6 +295,7 @@ class LogSegment:
         NodeRuntime.seeded_bug."""
         self.offset_index.reset()
         self.time_index.reset()
+        self.txn_index.reset()  # rebuilt by the log's producer-state pass (Log._recover_log)
         self._max_ts_and_offset = (NO_TIMESTAMP, self.base_offset)
         file_size = self.log.size()
         scan = _RecoveryScan(self, file_size, max_batch_size, max(min_offset, self.base_offset), latest_epoch)
@@ -299,6 +318,7 @@ class LogSegment:
         mapping = self.translate_offset(offset)
         self.offset_index.truncate_to(offset)
         self.time_index.truncate_to(offset)
+        self.txn_index.truncate_to(offset)
         self.offset_index.resize(self.offset_index.max_index_size)
         self.time_index.resize(self.time_index.max_index_size)
         cut = 0
@@ -339,6 +359,7 @@ class LogSegment:
         await self.log.fsync()
         await self.offset_index.fsync()
         await self.time_index.fsync()
+        await self.txn_index.flush()
 
     def close(self) -> None:
         if self._max_ts_and_offset is not None:
@@ -346,11 +367,13 @@ class LogSegment:
             self.time_index.maybe_append(ts, off, skip_full_check=True)
         self.offset_index.close()
         self.time_index.close()
+        self.txn_index.close()
         self.log.close()
 
     def close_handlers(self) -> None:
         self.offset_index.close_handler()
         self.time_index.close_handler()
+        self.txn_index.close()
         self.log.close()
 
     def change_file_suffixes(self, old: str, new: str) -> None:
@@ -358,13 +381,14 @@ class LogSegment:
         assert self.suffix == old, (self.suffix, old)
         self.offset_index.rename_to(self._path(INDEX_SUFFIX, new))
         self.time_index.rename_to(self._path(TIME_INDEX_SUFFIX, new))
+        self.txn_index.rename_to(self._path(TXN_INDEX_SUFFIX, new))
         self.fs.rename(self._path(LOG_SUFFIX, old), self._path(LOG_SUFFIX, new))
         self.suffix = new
 
     def delete_if_exists(self) -> None:
         self.deleted = True
         self.close_handlers()
-        for kind in (LOG_SUFFIX, INDEX_SUFFIX, TIME_INDEX_SUFFIX):
+        for kind in (LOG_SUFFIX, INDEX_SUFFIX, TIME_INDEX_SUFFIX, TXN_INDEX_SUFFIX):
             path = self._path(kind)
             if self.fs.exists(path):
                 self.fs.unlink(path)

@@ -253,3 +253,39 @@ def test_cleaned_gaps_never_look_like_lost_tails_to_recovery() -> None:
         return _records(log2)[-2:]
 
     assert run_sim(body) == [(10, b"k0", b"10" * 40), (11, b"k1", b"11" * 40)]
+
+
+def test_aborted_transactions_are_removed_and_never_shadow_committed_values() -> None:
+    """An aborted transaction's value for a key does not enter the offset map (the committed one
+    before it survives), its records go, its producer's last batch stays empty for the sequence,
+    the marker stays, and the cleaned segment keeps the txn index entry."""
+    from kafkasim.records.batch import Record, build_batch
+    from kafkasim.records.control import end_txn_marker_batch
+    from kafkasim.storage.producer_state import AppendOrigin
+
+    def txn(value: bytes, seq: int) -> bytearray:
+        return bytearray(build_batch([Record(1000, b"k", value)], producer_id=9, producer_epoch=0,
+                                     base_sequence=seq, is_transactional=True))
+
+    async def body(rt: NodeRuntime, world: Any) -> Any:
+        manager, log = await _manager_with_log(rt, COMPACT)
+        psm = log.producer_state_manager
+        for buf, origin in ((bytearray(keyed_batch([(b"k", b"committed")], 1000)[0]), AppendOrigin.CLIENT),
+                            (txn(b"aborted", 0), AppendOrigin.CLIENT),
+                            (bytearray(end_txn_marker_batch(9, 0, 0, False, 1001)), AppendOrigin.COORDINATOR)):
+            hs = list(iter_batches(buf))
+            assert psm.analyze_append(hs, log.log_end_offset, origin, buf) is None
+            psm.on_append(log.append_as_leader(buf, hs, 1))
+        log.update_high_watermark(log.log_end_offset)
+        index_before = log.segments[0].txn_index.all_aborted_txns()
+        await _make_cleanable(manager, log)
+        await manager.clean_log(log)
+        batches = [(h.base_offset, h.records_count, h.is_control) for _, h, _ in read_all(log)]
+        return (index_before, log.segments[0].txn_index.all_aborted_txns(), _records(log), batches,
+                check_log(log))
+
+    index_before, index_after, records, batches, problems = run_sim(body)
+    assert problems == []
+    assert [(r[0], r[2]) for r in records if r[1] == b"k"] == [(0, b"committed")], (records, batches)
+    assert batches == [(0, 1, False), (1, 0, False), (2, 1, True)]
+    assert index_after == index_before and len(index_before) == 1
