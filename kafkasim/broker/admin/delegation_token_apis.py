@@ -53,13 +53,16 @@ class DelegationTokenApis:
 
     async def create(self, header: RequestHeader, req: CreateDelegationTokenRequest) -> Message:
         owner_type, owner_name = PRINCIPAL_TYPE, ANONYMOUS
-        if header.request_api_version >= 3 and req.owner_principal_name:
-            owner_type, owner_name = req.owner_principal_type or "", req.owner_principal_name
+        requester: dict[str, str] = {}
+        if header.request_api_version >= 3:  # the requester is a v3 field
+            requester = {"token_requester_principal_type": PRINCIPAL_TYPE,
+                         "token_requester_principal_name": ANONYMOUS}
+            if req.owner_principal_name:
+                owner_type, owner_name = req.owner_principal_type or "", req.owner_principal_name
         return CreateDelegationTokenResponse(
             error_code=NOT_ALLOWED, principal_type=owner_type, principal_name=owner_name,
-            token_requester_principal_type=PRINCIPAL_TYPE, token_requester_principal_name=ANONYMOUS,
             issue_timestamp_ms=-1, expiry_timestamp_ms=-1, max_timestamp_ms=-1, token_id="", hmac=b"",
-            throttle_time_ms=0)
+            throttle_time_ms=0, **requester)
 
     async def renew(self, header: RequestHeader, req: RenewDelegationTokenRequest) -> Message:
         return RenewDelegationTokenResponse(error_code=NOT_ALLOWED, expiry_timestamp_ms=-1, throttle_time_ms=0)

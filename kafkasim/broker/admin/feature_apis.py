@@ -4,8 +4,8 @@
 A ZooKeeper-mode 3.9 broker supports no feature (ApiVersions lists none) and has none
 finalized, so every update fails on its own (INVALID_REQUEST with Kafka's reason) and the
 /feature znode is never rewritten. A broker that is not the active controller answers
-NOT_CONTROLLER at the top level with no results. Results are keyed by feature name (a repeated
-name answers once, its last reason) in the Scala mutable.HashMap's order.
+NOT_CONTROLLER at the top level with no results. A repeated feature counts once, the first
+(the request's collection is keyed by name); results come in the Scala mutable.HashMap's order.
 """
 
 from __future__ import annotations
@@ -58,8 +58,11 @@ class FeatureApis:
                                           error_message=NOT_CONTROLLER_MESSAGE, results=[])
         errors: dict[str, str] = {}
         for item in req.feature_updates:
+            if item.feature in errors:
+                continue  # the request's collection is keyed by feature: the first one stays
             errors[item.feature] = feature_update_error(item.feature, item.max_version_level,
                                                         _upgrade_type(header.request_api_version, item))
         R = UpdateFeaturesResponse.UpdatableFeatureResult
-        results = [R(feature=f, error_code=E.INVALID_REQUEST, error_message=errors[f]) for f in java_hash_order(errors)]
+        results = [R(feature=f, error_code=E.INVALID_REQUEST, error_message=errors[f])
+                   for f in java_hash_order(errors, scala=True)]
         return UpdateFeaturesResponse(throttle_time_ms=0, error_code=E.NONE, error_message=None, results=results)

@@ -141,7 +141,7 @@ class QuotaApis:
                                                 error_message=exc.message, entries=None)
         R = DescribeClientQuotasResponse.EntryData
         entries = [R(entity=[R.EntityData(entity_type=t, entity_name=n) for t, n in entity],
-                     values=[R.ValueData(key=k, value=values[k]) for k in java_hash_order(values)])
+                     values=[R.ValueData(key=k, value=values[k]) for k in java_hash_order(values, scala=True)])
                    for entity, values in found]
         return DescribeClientQuotasResponse(throttle_time_ms=0, error_code=E.NONE, error_message="", entries=entries)
 

@@ -28,20 +28,24 @@ def java_string_hash(s: str) -> int:
     return h
 
 
-def java_hash_order(keys: Iterable[str], initial_capacity: int = 16, concurrent: bool = False) -> list[str]:
+def java_hash_order(keys: Iterable[str], initial_capacity: int = 16, concurrent: bool = False,
+                    scala: bool = False) -> list[str]:
     """The keys as a java.util.HashMap created with `initial_capacity` iterates them
     (`concurrent`: a ConcurrentHashMap — what a Properties is inside — which grows at
-    0.75 * capacity entries rather than past it)."""
+    0.75 * capacity entries rather than past it; `scala`: a Scala 2.13 mutable.HashMap, which
+    grows at 0.75 * capacity - 1 and keeps each bucket sorted by (signed) hash)."""
     ordered = list(dict.fromkeys(keys))
     capacity = 1
     while capacity < max(1, initial_capacity):
         capacity *= 2
-    while len(ordered) > int(capacity * 0.75) or (concurrent and len(ordered) >= int(capacity * 0.75)):
+    while len(ordered) > int(capacity * 0.75) or ((concurrent or scala) and len(ordered) >= int(capacity * 0.75)):
         capacity *= 2
 
-    def bucket(k: str) -> int:
+    def bucket(k: str) -> tuple[int, int]:
         h = java_string_hash(k)
-        return (h ^ (h >> 16)) & (capacity - 1)
+        spread = h ^ (h >> 16)
+        signed = spread - (1 << 32) if spread >= 1 << 31 else spread
+        return spread & (capacity - 1), signed if scala else 0
     return sorted(ordered, key=bucket)  # sorted() is stable: ties keep insertion order
 
 
