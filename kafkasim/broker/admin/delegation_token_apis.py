@@ -53,7 +53,7 @@ class DelegationTokenApis:
 
     async def create(self, header: RequestHeader, req: CreateDelegationTokenRequest) -> Message:
         owner_type, owner_name = PRINCIPAL_TYPE, ANONYMOUS
-        requester: dict[str, str] = {}
+        requester: dict[str, Any] = {}
         if header.request_api_version >= 3:  # the requester is a v3 field
             requester = {"token_requester_principal_type": PRINCIPAL_TYPE,
                          "token_requester_principal_name": ANONYMOUS}
