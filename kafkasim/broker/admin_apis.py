@@ -7,7 +7,7 @@ Advertised exactly as Kafka 3.9.1 in ZooKeeper mode advertises them
               OffsetForLeaderEpoch 2-4                                      admin/topic_apis.py
   configs     DescribeConfigs 0-4, AlterConfigs 0-2, IncrementalAlterConfigs 0-1
                                                                            admin/config_apis.py
-  log dirs    DescribeLogDirs 0-4                                          admin/log_dir_apis.py
+  log dirs    DescribeLogDirs 0-4, AlterReplicaLogDirs 0-2                 admin/log_dir_apis.py
   quotas      DescribeClientQuotas 0-1, AlterClientQuotas 0-1              admin/quota_apis.py
   SCRAM       DescribeUserScramCredentials 0, AlterUserScramCredentials 0  admin/scram_apis.py
   tokens      Create/Renew/Expire/DescribeDelegationToken 0-3/0-2/0-2/0-3  admin/delegation_token_apis.py
@@ -66,7 +66,7 @@ class AdminApis:
                  metadata_cache: MetadataCache, kzk: KafkaZkClient, topic_admin: TopicAdmin) -> None:
         self.topics = TopicApis(rt, config, manager, replica_manager, metadata_cache, kzk, topic_admin)
         self.configs = ConfigApis(rt, config, manager, replica_manager, metadata_cache)
-        self.log_dirs = LogDirApis(config, replica_manager)
+        self.log_dirs = LogDirApis(rt, replica_manager, metadata_cache)
         self.quotas = QuotaApis(rt, manager.entities)
         self.scram = ScramApis(rt, manager.entities)
         self.tokens = DelegationTokenApis()

@@ -17,6 +17,9 @@ from __future__ import annotations
 import urllib.parse
 from collections.abc import Iterable
 from decimal import Decimal
+from typing import TypeVar
+
+T = TypeVar("T")
 
 
 def java_string_hash(s: str) -> int:
@@ -28,25 +31,68 @@ def java_string_hash(s: str) -> int:
     return h
 
 
-def java_hash_order(keys: Iterable[str], initial_capacity: int = 16, concurrent: bool = False,
-                    scala: bool = False) -> list[str]:
-    """The keys as a java.util.HashMap created with `initial_capacity` iterates them
-    (`concurrent`: a ConcurrentHashMap — what a Properties is inside — which grows at
-    0.75 * capacity entries rather than past it; `scala`: a Scala 2.13 mutable.HashMap, which
-    grows at 0.75 * capacity - 1 and keeps each bucket sorted by (signed) hash)."""
-    ordered = list(dict.fromkeys(keys))
+def _int32(v: int) -> int:
+    v &= 0xFFFFFFFF
+    return v - (1 << 32) if v >= 1 << 31 else v
+
+
+def java_topic_partition_hash(topic: str, partition: int) -> int:
+    """TopicPartition.hashCode (unsigned 32-bit): 31 * (31 + partition) + topic.hashCode()."""
+    return (31 * (31 + partition) + java_string_hash(topic)) & 0xFFFFFFFF
+
+
+def hash_order(items: list[T], hashes: list[int], initial_capacity: int = 16, concurrent: bool = False,
+               scala: bool = False) -> list[T]:
+    """`items` (with their 32-bit hash codes) as a hash map of that kind iterates them: a
+    java.util.HashMap created with `initial_capacity`; `concurrent`: a ConcurrentHashMap (what
+    a Properties is inside), which grows at 0.75 * capacity entries rather than past it;
+    `scala`: a Scala 2.13 mutable.HashMap, which grows likewise and keeps each bucket sorted by
+    (signed) hash. Ties otherwise keep insertion order."""
     capacity = 1
     while capacity < max(1, initial_capacity):
         capacity *= 2
-    while len(ordered) > int(capacity * 0.75) or ((concurrent or scala) and len(ordered) >= int(capacity * 0.75)):
+    n = len(items)
+    while n > int(capacity * 0.75) or ((concurrent or scala) and n >= int(capacity * 0.75)):
         capacity *= 2
+    keyed = []
+    for i, (item, h) in enumerate(zip(items, hashes, strict=True)):
+        spread = (h ^ (h >> 16)) & 0xFFFFFFFF
+        keyed.append(((spread & (capacity - 1), _int32(spread) if scala else 0, i), item))
+    return [item for _, item in sorted(keyed, key=lambda kv: kv[0])]
 
-    def bucket(k: str) -> tuple[int, int]:
-        h = java_string_hash(k)
-        spread = h ^ (h >> 16)
-        signed = spread - (1 << 32) if spread >= 1 << 31 else spread
-        return spread & (capacity - 1), signed if scala else 0
-    return sorted(ordered, key=bucket)  # sorted() is stable: ties keep insertion order
+
+def java_hash_order(keys: Iterable[str], initial_capacity: int = 16, concurrent: bool = False,
+                    scala: bool = False) -> list[str]:
+    """String keys as a java.util.HashMap (or the variants of hash_order) iterates them."""
+    ordered = list(dict.fromkeys(keys))
+    return hash_order(ordered, [java_string_hash(k) for k in ordered], initial_capacity, concurrent, scala)
+
+
+def _scala_improve(h: int) -> int:
+    """scala.collection.Hashing.improve (32-bit)."""
+    h = _int32(h)
+    h = _int32(h + ~(h << 9))
+    h = h ^ ((h & 0xFFFFFFFF) >> 14)
+    h = _int32(h + (h << 4))
+    return _int32(h ^ ((h & 0xFFFFFFFF) >> 10))
+
+
+def scala_immutable_hash_order(keys: list[str]) -> list[str]:
+    """A Scala 2.13 immutable.HashMap (CHAMP trie) of String keys, iterated: at each level the
+    entries alone in their 5-bit slot (of the improved hash, low bits first) in slot order, then
+    the sub-tries in slot order."""
+    items = [(k, _scala_improve(java_string_hash(k)) & 0xFFFFFFFF) for k in dict.fromkeys(keys)]
+
+    def walk(group: list[tuple[str, int]], shift: int) -> list[str]:
+        if shift >= 32:
+            return [k for k, _ in group]  # a full collision: insertion order
+        slots: dict[int, list[tuple[str, int]]] = {}
+        for k, h in group:
+            slots.setdefault((h >> shift) & 0x1F, []).append((k, h))
+        data = [v[0][0] for _, v in sorted(slots.items()) if len(v) == 1]
+        nodes = [walk(v, shift + 5) for _, v in sorted(slots.items()) if len(v) > 1]
+        return data + [k for node in nodes for k in node]
+    return walk(items, 0)
 
 
 def java_double_str(value: float) -> str:
