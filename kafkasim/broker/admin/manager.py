@@ -25,6 +25,7 @@ UNDEFINED_EPOCH = -1
 UNDEFINED_EPOCH_OFFSET = -1
 LATEST_OFFSET = -1                      # DeleteRecords: "up to the high watermark"
 ENDPOINT_TYPE_BROKER = 1
+ENDPOINT_TYPE_CONTROLLER = 2
 CLUSTER_AUTHORIZED_OPERATIONS_ALL = 8096  # what Kafka answers without an authorizer
 AUTHORIZED_OPERATIONS_OMITTED = -(2**31)
 INTERNAL_TOPICS = frozenset({"__consumer_offsets", "__transaction_state"})

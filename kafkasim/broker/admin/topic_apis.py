@@ -30,6 +30,7 @@ from kafkasim.broker.admin.manager import (
     AUTHORIZED_OPERATIONS_OMITTED,
     CLUSTER_AUTHORIZED_OPERATIONS_ALL,
     ENDPOINT_TYPE_BROKER,
+    ENDPOINT_TYPE_CONTROLLER,
     INTERNAL_TOPICS,
     LATEST_OFFSET,
     UNDEFINED_EPOCH,
@@ -95,11 +96,15 @@ class TopicApis:
             else AUTHORIZED_OPERATIONS_OMITTED
         version = header.request_api_version
         if version >= 1 and req.endpoint_type != ENDPOINT_TYPE_BROKER:
-            return DescribeClusterResponse(throttle_time_ms=0, error_code=E.UNSUPPORTED_ENDPOINT_TYPE,
-                                           error_message="The request was sent to an endpoint of type BROKER, "
-                                           "but we wanted an endpoint of type CONTROLLER",
-                                           endpoint_type=ENDPOINT_TYPE_BROKER, cluster_id=cache.cluster_id,
-                                           controller_id=-1, brokers=[], cluster_authorized_operations=ops)
+            # AuthHelper.computeDescribeClusterResponse: an answer with nothing but the error.
+            if req.endpoint_type == ENDPOINT_TYPE_CONTROLLER:
+                code, msg = E.MISMATCHED_ENDPOINT_TYPE, ("The request was sent to an endpoint of type BROKER, but "
+                                                         "we wanted an endpoint of type CONTROLLER")
+            else:
+                code, msg = E.UNSUPPORTED_ENDPOINT_TYPE, f"Unsupported endpoint type {req.endpoint_type}"
+            return DescribeClusterResponse(throttle_time_ms=0, error_code=code, error_message=msg,
+                                           endpoint_type=ENDPOINT_TYPE_BROKER, cluster_id="", controller_id=-1,
+                                           brokers=[], cluster_authorized_operations=AUTHORIZED_OPERATIONS_OMITTED)
         kw: dict[str, Any] = {"endpoint_type": ENDPOINT_TYPE_BROKER} if version >= 1 else {}
         return DescribeClusterResponse(throttle_time_ms=0, error_code=E.NONE, error_message=None,
                                        cluster_id=cache.cluster_id, controller_id=cache.controller_id,
