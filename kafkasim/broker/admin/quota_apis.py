@@ -238,7 +238,7 @@ def _apply_op(props: dict[str, str], keys: dict[str, str], key: str, value: floa
             raise AdminError(E.INVALID_REQUEST, f"Configuration {key} must be a {ktype} value")
         props[key] = str(integral)
     else:  # a SCRAM credential key: Kafka's IllegalStateException
-        raise AdminError(E.UNKNOWN_SERVER_ERROR, f"Unexpected config type {ktype}")
+        raise AdminError(E.UNKNOWN_SERVER_ERROR, None)  # ApiError of an IllegalStateException: no message
 
 
 def _filter_components(data: list[Any]) -> dict[str, Component]:

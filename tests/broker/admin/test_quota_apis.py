@@ -98,6 +98,14 @@ ALTERS: list[tuple[list[Any], list[Any]]] = [
       EN(entity=ent(("user", "m1")), ops=[op("request_percentage", 2)])], [(0, None, [("user", "m1")])]),
     ([EN(entity=ent(("ip", "::1")), ops=[op("connection_creation_rate", 1)])],
      [(42, "%3A%3A1 is not a valid IP or resolvable host.", [("ip", "::1")])]),
+    ([EN(entity=ent(("user", "sc")), ops=[op("SCRAM-SHA-256", 1)])], [(-1, None, [("user", "sc")])]),
+    ([EN(entity=ent(("user", ""), ("topic", "x")), ops=[op("producer_byte_rate", 1)])],
+     [(42, "Empty user not supported", [("user", ""), ("topic", "x")])]),
+    ([EN(entity=ent(("client-id", "q1"), ("user", "q2"), ("ip", "1.1.1.1")), ops=[op("producer_byte_rate", 1)])],
+     [(42, "Invalid quota entity combination, IP entity should not be used with user/client ID entity.",
+       [("client-id", "q1"), ("user", "q2"), ("ip", "1.1.1.1")])]),
+    ([EN(entity=ent(("ip", "1.2.3.4")), ops=[op("connection_creation_rate", 3e9)])],
+     [(42, "Configuration connection_creation_rate must be a INT value", [("ip", "1.2.3.4")])]),
 ]
 
 # What Kafka kept (`realkafka zk DIR get PATH`) after the requests above; None: no znode.
