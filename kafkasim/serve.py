@@ -18,12 +18,15 @@ def serve(port: int, log_dir: str, zookeeper: str | None, broker_id: int, host: 
 
     async def main() -> int:
         trace = JsonlTrace.to_file(trace_path)
-        data_dir = os.path.abspath(log_dir)
+        # The node's disk root is the log dir itself (several, comma-separated: their common
+        # parent), so segments land in <log-dir>/<topic>-<p>/.
+        dirs = [os.path.abspath(d) for d in log_dir.split(",") if d]
+        data_dir = dirs[0] if len(dirs) == 1 else os.path.commonpath(dirs)
         node = RealNode(f"broker-{broker_id}", data_dir, zookeeper, host=host, trace=trace,
                         seeded_bugs=seeded_bugs)
-        # The node's disk root is the log dir itself, so segments land in <log-dir>/<topic>-<p>/.
+        log_dirs = ",".join(os.path.relpath(d, data_dir) for d in dirs)
         server = KafkaServer(node, BrokerConfig.from_properties(
-            {**(configs or {}), "broker.id": broker_id, "host": host, "port": port, "log.dirs": "."}))
+            {**(configs or {}), "broker.id": broker_id, "host": host, "port": port, "log.dirs": log_dirs}))
         await server.startup()
         print(f"kafkasim broker {broker_id} listening on {host}:{server.port} (log dir {data_dir}, "
               f"{'zookeeper ' + zookeeper if zookeeper else 'embedded coordination store'})", flush=True)

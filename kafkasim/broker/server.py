@@ -38,7 +38,7 @@ from kafkasim.client.network_client import NetworkClient
 from kafkasim.protocol import errors as E
 from kafkasim.protocol.messages.controlled_shutdown import ControlledShutdownRequest
 from kafkasim.runtime.api import NetworkError, NodeExistsError, NodeRuntime, RuntimeTimeout
-from kafkasim.storage.log_manager import LogManager
+from kafkasim.storage.log_manager import LogManager, split_log_dirs
 
 META_PROPERTIES = "meta.properties"
 CONTROLLED_SHUTDOWN_VERSION = 3
@@ -95,7 +95,8 @@ class KafkaServer:
     # ---------------------------------------------------------------- startup
     async def startup(self) -> None:
         rt, cfg = self.rt, self.config
-        rt.fs.mkdir(cfg.log_dir)
+        for log_dir in split_log_dirs(cfg.log_dir):  # log.dirs: one or several, comma-separated
+            rt.fs.mkdir(log_dir)
         meta = self._read_meta_properties()
         self.zk = zk = ZooKeeperClient(rt, cfg.zookeeper_session_timeout_ms)
         await zk.connect()
@@ -163,7 +164,7 @@ class KafkaServer:
         self.broker_epoch = await kzk.register_broker(cfg.broker_id, cfg.host, self.port, cfg.rack)
 
     def _read_meta_properties(self) -> dict[str, str]:
-        path = f"{self.config.log_dir}/{META_PROPERTIES}"
+        path = f"{split_log_dirs(self.config.log_dir)[0]}/{META_PROPERTIES}"
         if not self.rt.fs.exists(path):
             return {}
         f = self.rt.fs.open(path, create=False)
@@ -174,14 +175,15 @@ class KafkaServer:
 
     async def _write_meta_properties(self, cluster_id: str) -> None:
         """tmp + fsync + rename + directory fsync, so a crash leaves the old file or the new."""
-        fs, d = self.rt.fs, self.config.log_dir
-        f = fs.open(f"{d}/{META_PROPERTIES}.tmp")
-        f.truncate(0)
-        f.append(render_meta_properties(self.config.broker_id, cluster_id, self.rt.now_ms()))
-        await f.fsync()
-        f.close()
-        fs.rename(f"{d}/{META_PROPERTIES}.tmp", f"{d}/{META_PROPERTIES}")
-        await fs.fsync_dir(d)
+        fs = self.rt.fs
+        for d in split_log_dirs(self.config.log_dir):  # in every log dir, as Kafka
+            f = fs.open(f"{d}/{META_PROPERTIES}.tmp")
+            f.truncate(0)
+            f.append(render_meta_properties(self.config.broker_id, cluster_id, self.rt.now_ms()))
+            await f.fsync()
+            f.close()
+            fs.rename(f"{d}/{META_PROPERTIES}.tmp", f"{d}/{META_PROPERTIES}")
+            await fs.fsync_dir(d)
 
     # ---------------------------------------------------------------- shutdown
     async def shutdown(self) -> None:

@@ -1,6 +1,13 @@
-"""LogManager: owns one log dir — loads (recovering) every partition log at startup, creates new
-ones, runs the background jobs on the runtime's clock, writes the checkpoints, and marks a clean
-shutdown so the next start skips recovery.
+"""LogManager: owns the log dirs (`log.dirs`, comma-separated) — loads (recovering) every
+partition log at startup, creates new ones, runs the background jobs on the runtime's clock,
+writes the checkpoints, and marks a clean shutdown so the next start skips recovery.
+
+Several dirs, as Kafka's LogManager: a new log goes to the dir holding the fewest logs (ties in
+`log.dirs` order; nextLogDirs); each dir has its own checkpoint files, each listing the logs of
+that dir, and its own clean-shutdown marker. The same partition in two dirs at startup is
+Kafka's "Duplicate log directories" error (the broker cannot start). A replica moves between
+dirs through a `-future` log (log_dir_mover.py, AlterReplicaLogDirs). Unlike Kafka, an I/O
+error in any dir takes every dir offline.
 
     <log.dir>/recovery-point-offset-checkpoint   every kafka-recovery-point-checkpoint period
     <log.dir>/log-start-offset-checkpoint        every kafka-log-start-offset-checkpoint period
@@ -42,11 +49,25 @@ from kafkasim.storage.checkpoints import (
 )
 from kafkasim.storage.cleaner import Cleaner, CleanerConfig, CleanResult, cleanable_range, dirty_ratio
 from kafkasim.storage.log import LONG_MAX, KafkaStorageError, Log, LogConfig, parse_topic_partition
+from kafkasim.storage.log_dir_mover import FUTURE_DIR_SUFFIX, LogDirMover
 from kafkasim.storage.scheduler import Scheduler, SerialQueue
 
 TopicPartition = tuple[str, int]
 FLUSH_CHECK_FALLBACK_MS = 1000
 DELETE_DIR_SUFFIX = "-delete"  # UnifiedLog.DeleteDirSuffix
+
+
+class DuplicateLogDirError(Exception):
+    """LogManager.loadLog's IllegalStateException: one partition in two log dirs."""
+
+
+def split_log_dirs(log_dirs: str) -> list[str]:
+    """`log.dirs` (comma-separated, as Kafka's CSV list)."""
+    return [d.strip() for d in log_dirs.split(",") if d.strip()] or [log_dirs]
+
+
+def parent_dir(path: str) -> str:
+    return path.rsplit("/", 1)[0] if "/" in path else ""
 
 
 @dataclass
@@ -72,7 +93,10 @@ class LogManagerConfig:
 class LogManager:
     def __init__(self, rt: NodeRuntime, log_dir: str, default_config: LogConfig,
                  config: LogManagerConfig | None = None) -> None:
-        self.rt, self.fs, self.log_dir = rt, rt.fs, log_dir
+        """`log_dir`: `log.dirs`, one dir or several separated by commas."""
+        self.rt, self.fs = rt, rt.fs
+        self.log_dirs = split_log_dirs(log_dir)
+        self.log_dir = self.log_dirs[0]
         self.default_config = default_config
         self.config = config or LogManagerConfig()
         self.logs: dict[TopicPartition, Log] = {}
@@ -91,19 +115,31 @@ class LogManager:
         self._ready: Future[Any] | None = None           # startup done
         self._creating: dict[TopicPartition, Future[Any]] = {}  # logs being created or loaded
         self._checkpoint_writes: dict[str, SerialQueue] = {}     # one writer per checkpoint file
+        self.clean_dirs: set[str] = set()                        # dirs whose last shutdown was clean
+        # AlterReplicaLogDirs for a partition not hosted yet: where its log will be created.
+        self.preferred_log_dirs: dict[TopicPartition, str] = {}
+        self.mover = LogDirMover(rt, self)
 
-    def _path(self, name: str) -> str:
-        return f"{self.log_dir}/{name}" if self.log_dir else name
+    def _path(self, name: str, log_dir: str | None = None) -> str:
+        d = self.log_dir if log_dir is None else log_dir
+        return f"{d}/{name}" if d else name
 
-    def _checkpoint(self, name: str) -> OffsetCheckpointFile:
-        return OffsetCheckpointFile(self.fs, self._path(name))
+    def _checkpoint(self, name: str, log_dir: str) -> OffsetCheckpointFile:
+        return OffsetCheckpointFile(self.fs, self._path(name, log_dir))
 
-    def _read_checkpoint(self, name: str) -> dict[TopicPartition, int]:
+    def _read_checkpoint(self, name: str, log_dir: str) -> dict[TopicPartition, int]:
         try:
-            return self._checkpoint(name).read()
+            return self._checkpoint(name, log_dir).read()
         except CheckpointError as exc:
-            self.rt.trace("checkpoint_unreadable", path=self._path(name), error=str(exc))
+            self.rt.trace("checkpoint_unreadable", path=self._path(name, log_dir), error=str(exc))
             return {}
+
+    def dir_of(self, log: Log) -> str:
+        """The log dir holding `log` (its directory's parent)."""
+        return parent_dir(log.dir)
+
+    def logs_in(self, log_dir: str) -> list[tuple[TopicPartition, Log]]:
+        return [(tp, log) for tp, log in self.live_logs() if self.dir_of(log) == log_dir]
 
     # ---------------------------------------------------------------- startup
     async def startup(self) -> None:
@@ -120,38 +156,52 @@ class LogManager:
             self._ready.set_result(None)
 
     async def _startup(self) -> None:
-        await self._create_log_dir()
-        marker = CleanShutdownFile(self.fs, self.log_dir)
-        self.had_clean_shutdown = marker.exists()
-        if self.had_clean_shutdown:
-            await marker.delete()  # a crash while loading must count as unclean (KAFKA-10471)
-        self._recovery_points = self._read_checkpoint(RECOVERY_POINT_CHECKPOINT)
-        self._log_start_offsets = self._read_checkpoint(LOG_START_OFFSET_CHECKPOINT)
-        self.high_watermark_checkpoint = self._read_checkpoint(REPLICATION_OFFSET_CHECKPOINT)
-        self.cleaner_checkpoint = self._read_checkpoint(CLEANER_OFFSET_CHECKPOINT)
-        self.rt.trace("log_manager_startup", log_dir=self.log_dir, clean_shutdown=self.had_clean_shutdown)
-        for name in self.fs.listdir(self.log_dir):
-            if name.endswith(DELETE_DIR_SUFFIX):  # a deletion a crash interrupted: finish it
-                self._schedule_dir_deletion(self._path(name))
-                continue
-            try:
-                tp = parse_topic_partition(name)
-                self.fs.listdir(self._path(name))
-            except (ValueError, OSError):
-                continue  # not a topic-partition directory
-            await self._load(tp, self.had_clean_shutdown)
+        for log_dir in self.log_dirs:
+            await self._start_dir(log_dir)
+        self.had_clean_shutdown = len(self.clean_dirs) == len(self.log_dirs)
         self.load_completed = True
         self._start_jobs()
 
-    async def _create_log_dir(self) -> None:
+    async def _start_dir(self, log_dir: str) -> None:
+        await self._create_log_dir(log_dir)
+        marker = CleanShutdownFile(self.fs, log_dir)
+        clean = marker.exists()
+        if clean:
+            self.clean_dirs.add(log_dir)
+            await marker.delete()  # a crash while loading must count as unclean (KAFKA-10471)
+        self._recovery_points.update(self._read_checkpoint(RECOVERY_POINT_CHECKPOINT, log_dir))
+        self._log_start_offsets.update(self._read_checkpoint(LOG_START_OFFSET_CHECKPOINT, log_dir))
+        self.high_watermark_checkpoint.update(self._read_checkpoint(REPLICATION_OFFSET_CHECKPOINT, log_dir))
+        self.cleaner_checkpoint.update(self._read_checkpoint(CLEANER_OFFSET_CHECKPOINT, log_dir))
+        self.rt.trace("log_manager_startup", log_dir=log_dir, clean_shutdown=clean)
+        for name in self.fs.listdir(log_dir):
+            if name.endswith(DELETE_DIR_SUFFIX) or name.endswith(FUTURE_DIR_SUFFIX):
+                # A deletion a crash interrupted: finish it. A move a crash interrupted: the
+                # replica stays where it is and the partial copy goes (Kafka would resume it).
+                self._schedule_dir_deletion(self._path(name, log_dir))
+                continue
+            try:
+                tp = parse_topic_partition(name)
+                self.fs.listdir(self._path(name, log_dir))
+            except (ValueError, OSError):
+                continue  # not a topic-partition directory
+            if tp in self.logs:
+                raise DuplicateLogDirError(
+                    f"Duplicate log directories for {tp[0]}-{tp[1]} are found in both {self.logs[tp].dir} and "
+                    f"{self._path(name, log_dir)}. It is likely because log directory failure happened while broker "
+                    "was replacing current replica with future replica. Recover broker from this failure by "
+                    "manually deleting one of the two directories for this partition. It is recommended to delete "
+                    "the partition in the log directory that is known to have failed recently.")
+            await self._load(tp, clean, log_dir=log_dir)
+
+    async def _create_log_dir(self, log_dir: str) -> None:
         """Create the log dir if needed and make its entry durable (Kafka flushes the parent)."""
-        self.fs.mkdir(self.log_dir)
-        parent = self.log_dir.rsplit("/", 1)[0] if "/" in self.log_dir else ""
-        await self.fs.fsync_dir(parent)
+        self.fs.mkdir(log_dir)
+        await self.fs.fsync_dir(parent_dir(log_dir))
 
     async def _load(self, tp: TopicPartition, had_clean_shutdown: bool,
-                    config: LogConfig | None = None) -> Log:
-        log = await Log.load(self.rt, self._path(f"{tp[0]}-{tp[1]}"), config or self.default_config,
+                    config: LogConfig | None = None, log_dir: str | None = None) -> Log:
+        log = await Log.load(self.rt, self._path(f"{tp[0]}-{tp[1]}", log_dir), config or self.default_config,
                              recovery_point=self._recovery_points.get(tp, 0),
                              log_start_offset=self._log_start_offsets.get(tp, 0),
                              had_clean_shutdown=had_clean_shutdown, on_failure=self._on_log_failure)
@@ -190,7 +240,7 @@ class LogManager:
         """The partition's log, created (with its directory entry made durable) when missing."""
         if self.offline:
             raise KafkaStorageError(f"Can not create log for {topic}-{partition} because log directory "
-                                    f"{self.log_dir} is offline")
+                                    f"{','.join(self.log_dirs)} is offline")
         await self.startup()
         tp = (topic, partition)
         while tp in self._creating:
@@ -210,20 +260,48 @@ class LogManager:
         return log
 
     async def _create_log(self, tp: TopicPartition, config: LogConfig | None) -> Log:
-        d = self._path(f"{tp[0]}-{tp[1]}")
-        if not self.fs.exists(d):
+        name = f"{tp[0]}-{tp[1]}"
+        log_dir = next((d for d in self.log_dirs if self.fs.exists(self._path(name, d))), None)
+        if log_dir is None:
+            preferred = self.preferred_log_dirs.pop(tp, None)
+            log_dir = preferred if preferred in self.log_dirs else self.next_log_dirs()[0]
             # A new log: checkpoint entries of an earlier incarnation (a deleted topic) do not apply.
             for table in (self._recovery_points, self._log_start_offsets, self.high_watermark_checkpoint,
                           self.cleaner_checkpoint):
                 table.pop(tp, None)
             try:
-                self.fs.mkdir(d)
-                await self.fs.fsync_dir(self.log_dir)
+                self.fs.mkdir(self._path(name, log_dir))
+                await self.fs.fsync_dir(log_dir)
             except OSError as exc:
                 self._dir_failed(exc)
-                raise KafkaStorageError(f"Error while creating log for {tp[0]}-{tp[1]} in dir "
-                                        f"{self.log_dir}: {exc}") from exc
-        return await self._load(tp, False, config)
+                raise KafkaStorageError(f"Error while creating log for {name} in dir {log_dir}: {exc}") from exc
+        return await self._load(tp, False, config, log_dir=log_dir)
+
+    def next_log_dirs(self) -> list[str]:
+        """LogManager.nextLogDirs: the dirs by how many logs they hold, fewest first (stable, so
+        ties keep `log.dirs` order)."""
+        counts = {d: 0 for d in self.log_dirs}
+        placed = [self.dir_of(log) for _, log in self.live_logs()] + [f.log_dir for f in self.mover.futures.values()]
+        for d in placed:
+            if d in counts:
+                counts[d] += 1
+        return sorted(self.log_dirs, key=lambda d: counts[d])
+
+    def maybe_update_preferred_log_dir(self, tp: TopicPartition, log_dir: str) -> None:
+        """LogManager.maybeUpdatePreferredLogDir: remembered unless the log (or its future) is
+        already there."""
+        log, fut = self.logs.get(tp), self.mover.future(tp)
+        if (log is None or self.dir_of(log) != log_dir) and (fut is None or fut.log_dir != log_dir):
+            self.preferred_log_dirs[tp] = log_dir
+
+    def retire_dir(self, log: Log) -> str:
+        """replaceCurrentWithFutureLog's second rename: the replaced log's dir becomes
+        `<tp>.<uuid>-delete`, removed file.delete.delay.ms later. Returns the new name."""
+        uid = self.rt.rng("log-delete-dir").randbytes(16).hex()
+        deleted = self._path(log_delete_dir_name(log.topic, log.partition, uid), self.dir_of(log))
+        self.fs.rename(log.dir, deleted)
+        self._schedule_dir_deletion(deleted)
+        return deleted
 
     def live_logs(self) -> list[tuple[TopicPartition, Log]]:
         """Logs still in use, sorted (closed ones — deleted topics — are dropped here)."""
@@ -242,17 +320,22 @@ class LogManager:
         if log is None:
             return None
         log.close()
-        deleted = self._path(log_delete_dir_name(topic, partition, self.rt.rng("log-delete-dir").randbytes(16).hex()))
+        log_dir = self.dir_of(log)
+        deleted = self._path(log_delete_dir_name(topic, partition, self.rt.rng("log-delete-dir").randbytes(16).hex()),
+                             log_dir)
         try:
             self.fs.rename(log.dir, deleted)
-            await self.fs.fsync_dir(self.log_dir)
+            await self.fs.fsync_dir(log_dir)
         except OSError as exc:
             self._dir_failed(exc)
             raise KafkaStorageError(f"Error while deleting log for {topic}-{partition} in dir "
-                                    f"{self.log_dir}: {exc}") from exc
+                                    f"{log_dir}: {exc}") from exc
         self.rt.trace("log_deleted", topic=topic, partition=partition, dir=deleted)
         self._schedule_dir_deletion(deleted)
         return log
+
+    def schedule_dir_deletion(self, path: str) -> None:
+        self._schedule_dir_deletion(path)
 
     def _schedule_dir_deletion(self, path: str) -> None:
         """The kafka-delete-logs job: remove a `-delete` dir after file.delete.delay.ms."""
@@ -297,7 +380,7 @@ class LogManager:
             return
         logs = self.live_logs() if logs is None else logs
         points = {tp: log.recovery_point for tp, log in logs}
-        await self._write(RECOVERY_POINT_CHECKPOINT, points)
+        await self._write(RECOVERY_POINT_CHECKPOINT, points, logs)
         for tp, log in logs:
             log.checkpointed_recovery_point = points[tp]
 
@@ -307,27 +390,35 @@ class LogManager:
         logs = self.live_logs() if logs is None else logs
         await self._write(LOG_START_OFFSET_CHECKPOINT, {
             tp: log.log_start_offset for tp, log in logs
-            if log.segments and log.log_start_offset > log.segments[0].base_offset})
+            if log.segments and log.log_start_offset > log.segments[0].base_offset}, logs)
 
     async def checkpoint_high_watermarks(self, logs: list[tuple[TopicPartition, Log]] | None = None) -> None:
         if self.offline:
             return
         logs = self.live_logs() if logs is None else logs
-        await self._write(REPLICATION_OFFSET_CHECKPOINT, {tp: log.high_watermark for tp, log in logs})
+        await self._write(REPLICATION_OFFSET_CHECKPOINT, {tp: log.high_watermark for tp, log in logs}, logs)
 
     async def checkpoint_cleaner_offsets(self, logs: list[tuple[TopicPartition, Log]] | None = None) -> None:
         if self.offline:
             return
-        live = {tp for tp, _ in (self.live_logs() if logs is None else logs)}
-        await self._write(CLEANER_OFFSET_CHECKPOINT, {tp: o for tp, o in self.cleaner_checkpoint.items() if tp in live})
+        logs = self.live_logs() if logs is None else logs
+        live = {tp for tp, _ in logs}
+        await self._write(CLEANER_OFFSET_CHECKPOINT,
+                          {tp: o for tp, o in self.cleaner_checkpoint.items() if tp in live}, logs)
 
-    async def _write(self, name: str, offsets: dict[TopicPartition, int]) -> None:
-        queue = self._checkpoint_writes.setdefault(name, SerialQueue(self.rt))
-        try:
-            await queue.run(lambda: self._checkpoint(name).write(offsets))
-        except OSError as exc:
-            self._dir_failed(exc)
-            raise KafkaStorageError(f"Disk error while writing {name} in directory {self.log_dir}: {exc}") from exc
+    async def _write(self, name: str, offsets: dict[TopicPartition, int],
+                     logs: list[tuple[TopicPartition, Log]]) -> None:
+        """Each dir's file lists that dir's logs (every dir gets its file, empty or not)."""
+        where = {tp: self.dir_of(log) for tp, log in logs}
+        for log_dir in self.log_dirs:
+            mine = {tp: o for tp, o in offsets.items() if where.get(tp) == log_dir}
+            path = self._path(name, log_dir)
+            queue = self._checkpoint_writes.setdefault(path, SerialQueue(self.rt))
+            try:
+                await queue.run(lambda d=log_dir, m=mine: self._checkpoint(name, d).write(m))  # type: ignore[misc]
+            except OSError as exc:
+                self._dir_failed(exc)
+                raise KafkaStorageError(f"Disk error while writing {name} in directory {log_dir}: {exc}") from exc
 
     async def clean_filthiest_log(self) -> CleanResult | None:
         """One pass of the cleaner thread: clean the compacted log with the highest dirty ratio
@@ -391,8 +482,9 @@ class LogManager:
         await self.checkpoint_high_watermarks(logs)
         await self.checkpoint_cleaner_offsets(logs)
         if self.load_completed and not self.offline and not any(log.offline for _, log in logs):
-            await CleanShutdownFile(self.fs, self.log_dir).write(broker_epoch)
-        self.rt.trace("log_manager_shutdown", log_dir=self.log_dir, logs=len(logs))
+            for log_dir in self.log_dirs:
+                await CleanShutdownFile(self.fs, log_dir).write(broker_epoch)
+        self.rt.trace("log_manager_shutdown", log_dir=",".join(self.log_dirs), logs=len(logs))
 
 
 def log_delete_dir_name(topic: str, partition: int, unique_id: str) -> str:

@@ -455,7 +455,7 @@ def test_describe_log_dirs_reports_the_segment_sizes() -> None:
     res = r4.results[0]
     assert (r4.error_code, res.error_code, res.log_dir, res.total_bytes, res.usable_bytes) == (0, 0, "logs", -1, -1)
     assert [(t.name, [(p.partition_index, p.partition_size, p.offset_lag, p.is_future_key) for p in t.partitions])
-            for t in res.topics] == [("d", [(0, sizes[0], 0, False), (1, 0, 0, False)])]
+            for t in res.topics] == [("d", [(1, 0, 0, False), (0, sizes[0], 0, False)])]  # Kafka's hash order
     assert [(p.partition_index, p.partition_size) for p in r0.results[0].topics[0].partitions] == [(0, sizes[0])]
     assert {t.name for t in every.results[0].topics} == {"d"}
 
@@ -466,15 +466,22 @@ def test_describe_cluster() -> None:
         w = await _connect(rt)
         v1 = await w.call(A.DESCRIBE_CLUSTER, 1, DCL(include_cluster_authorized_operations=False, endpoint_type=1))
         v0 = await w.call(A.DESCRIBE_CLUSTER, 0, DCL(include_cluster_authorized_operations=True))
-        controller = await w.call(A.DESCRIBE_CLUSTER, 1, DCL(endpoint_type=2))
-        return v1, v0, controller, servers["broker"].metadata_cache.cluster_id
+        controller = await w.call(A.DESCRIBE_CLUSTER, 1, DCL(endpoint_type=2, include_cluster_authorized_operations=True))
+        unknown = await w.call(A.DESCRIBE_CLUSTER, 1, DCL(endpoint_type=7))
+        return v1, v0, controller, unknown, servers["broker"].metadata_cache.cluster_id
 
-    v1, v0, controller, cluster_id = _run(body)
+    v1, v0, controller, unknown, cluster_id = _run(body)
     assert (v1.error_code, v1.error_message, v1.endpoint_type, v1.cluster_id, v1.controller_id) == (0, None, 1,
                                                                                                    cluster_id, 0)
     assert [(b.broker_id, b.host, b.port, b.rack) for b in v1.brokers] == [(0, BROKER, 9092, None)]
     assert v1.cluster_authorized_operations == -2147483648 and v0.cluster_authorized_operations == 8096
-    assert controller.error_code == E.UNSUPPORTED_ENDPOINT_TYPE
+    # Kafka 3.9.1's answers (realkafka): the error and nothing else.
+    assert (controller.error_code, controller.error_message, controller.endpoint_type, controller.cluster_id,
+            controller.controller_id, controller.brokers, controller.cluster_authorized_operations) == (
+        E.MISMATCHED_ENDPOINT_TYPE, "The request was sent to an endpoint of type BROKER, but we wanted an endpoint "
+        "of type CONTROLLER", 1, "", -1, [], -2147483648)
+    assert (unknown.error_code, unknown.error_message, unknown.controller_id) == (
+        E.UNSUPPORTED_ENDPOINT_TYPE, "Unsupported endpoint type 7", -1)
 
 
 def test_offset_for_leader_epoch_matches_kafka() -> None:

@@ -13,7 +13,7 @@ from storage_helpers import append, read_all, run_sim
 from kafkasim.runtime.api import NodeRuntime
 from kafkasim.storage.checkpoints import CLEAN_SHUTDOWN_FILE
 from kafkasim.storage.log import KafkaStorageError, LogConfig
-from kafkasim.storage.log_manager import LogManager, LogManagerConfig
+from kafkasim.storage.log_manager import DuplicateLogDirError, LogManager, LogManagerConfig
 
 pytestmark = pytest.mark.unit
 
@@ -202,3 +202,47 @@ def test_a_restart_does_not_pin_the_high_watermark_to_the_checkpoint() -> None:
         return m2.high_watermark_checkpoint, log2.high_watermark, log2.delete_records(3)
 
     assert run_sim(body) == ({("t", 0): 1}, 4, 3)
+
+
+# ---------------------------------------------------------------- several log dirs
+def test_new_logs_go_to_the_dir_with_fewest_logs_and_checkpoints_stay_per_dir() -> None:
+    async def body(rt: NodeRuntime, world: Any) -> Any:
+        m = LogManager(rt, "d1,d2,d3", LogConfig(), FAST)
+        placed = {}
+        for topic, p in [("a", 0), ("a", 1), ("a", 2), ("b", 0)]:
+            log = await m.get_or_create_log(topic, p)
+            placed[(topic, p)] = m.dir_of(log)
+        await m.async_delete("a", 1)                 # d2 empties: the next log goes there
+        placed[("c", 0)] = m.dir_of(await m.get_or_create_log("c", 0))
+        await m.shutdown()
+        files = {d: _read(rt, f"{d}/recovery-point-offset-checkpoint") for d in ("d1", "d2", "d3")}
+        markers = [rt.fs.exists(f"{d}/{CLEAN_SHUTDOWN_FILE}") for d in ("d1", "d2", "d3")]
+        world.nodes["b"].crash("kill")
+        rt2 = world.nodes["b"].restart()
+        m2 = LogManager(rt2, "d1,d2,d3", LogConfig(), FAST)
+        await m2.startup()
+        reloaded = {tp: m2.dir_of(log) for tp, log in m2.live_logs()}
+        return placed, files, markers, reloaded, m2.had_clean_shutdown
+
+    placed, files, markers, reloaded, clean = run_sim(body)
+    assert placed == {("a", 0): "d1", ("a", 1): "d2", ("a", 2): "d3", ("b", 0): "d1", ("c", 0): "d2"}
+    assert files == {"d1": b"0\n2\na 0 0\nb 0 0\n", "d2": b"0\n1\nc 0 0\n", "d3": b"0\n1\na 2 0\n"}
+    assert markers == [True, True, True] and clean
+    assert reloaded == {("a", 0): "d1", ("a", 2): "d3", ("b", 0): "d1", ("c", 0): "d2"}
+
+
+def test_a_partition_in_two_dirs_stops_the_startup() -> None:
+    async def body(rt: NodeRuntime, world: Any) -> Any:
+        m = LogManager(rt, "d1,d2", LogConfig(), FAST)
+        await m.get_or_create_log("t", 0)
+        await m.shutdown()
+        rt.fs.mkdir("d2/t-0")
+        m2 = LogManager(rt, "d1,d2", LogConfig(), FAST)
+        try:
+            await m2.startup()
+        except DuplicateLogDirError as exc:
+            return str(exc)
+        return None
+
+    msg = run_sim(body)
+    assert msg is not None and msg.startswith("Duplicate log directories for t-0 are found in both d1/t-0 and d2/t-0.")
