@@ -1,25 +1,46 @@
 """`kafkasim serve`: one broker on real sockets, disks and ZooKeeper (or an embedded
-coordination store), until SIGTERM or SIGINT."""
+coordination store), until SIGTERM or SIGINT.
+
+Without `--zookeeper` the coordination store is embedded and kept under the log dir
+(`<log-dir>/zookeeper/`, or `store_dir`): a restarted broker finds its topics, topic ids,
+configs, partition states and producer-id blocks as a broker on a real ZooKeeper would, and
+the previous process's ephemeral znodes (/brokers/ids/<id>, /controller) expired.
+"""
 
 from __future__ import annotations
 
 import os
+import sys
 
 from kafkasim.broker.config import BrokerConfig
 from kafkasim.broker.server import KafkaServer
+from kafkasim.runtime.api import Coordination
 from kafkasim.runtime.real.world import JsonlTrace, RealNode, run, stop_requested
+from kafkasim.runtime.real.zk import EmbeddedCoordination
+from kafkasim.runtime.zkstore_log import ZkStoreCorruptError
+
+STORE_DIR_NAME = "zookeeper"  # no '-': the log manager never takes it for a topic-partition
 
 
 def serve(port: int, log_dir: str, zookeeper: str | None, broker_id: int, host: str,
           trace_path: str | None = None, configs: dict[str, str] | None = None,
-          seeded_bugs: frozenset[str] = frozenset()) -> int:
+          seeded_bugs: frozenset[str] = frozenset(), store_dir: str | None = None) -> int:
     """`configs` are server.properties keys (`--config KEY=VALUE`); the explicit arguments win.
-    `seeded_bugs` (test-only) are the real world's, as KAFKASIM_SEEDED_BUGS gives them."""
+    `seeded_bugs` (test-only) are the real world's, as KAFKASIM_SEEDED_BUGS gives them.
+    `store_dir`: where the embedded coordination store lives (default `<log-dir>/zookeeper`)."""
 
     async def main() -> int:
-        trace = JsonlTrace.to_file(trace_path)
         data_dir = os.path.abspath(log_dir)
-        node = RealNode(f"broker-{broker_id}", data_dir, zookeeper, host=host, trace=trace,
+        coordination: str | Coordination | None = zookeeper
+        if zookeeper is None:
+            path = os.path.abspath(store_dir or os.path.join(data_dir, STORE_DIR_NAME))
+            try:
+                coordination = EmbeddedCoordination.durable(path)
+            except (ZkStoreCorruptError, OSError) as exc:
+                print(f"kafkasim serve: cannot open the coordination store in {path}: {exc}", file=sys.stderr)
+                return 1
+        trace = JsonlTrace.to_file(trace_path)
+        node = RealNode(f"broker-{broker_id}", data_dir, coordination, host=host, trace=trace,
                         seeded_bugs=seeded_bugs)
         # The node's disk root is the log dir itself, so segments land in <log-dir>/<topic>-<p>/.
         server = KafkaServer(node, BrokerConfig.from_properties(
@@ -30,6 +51,8 @@ def serve(port: int, log_dir: str, zookeeper: str | None, broker_id: int, host: 
         await stop_requested()
         await server.shutdown()
         node.kill()
+        if isinstance(coordination, EmbeddedCoordination):
+            coordination.close()
         trace.close()
         return 0
 
