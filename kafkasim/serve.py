@@ -42,6 +42,10 @@ def serve(port: int, log_dir: str, zookeeper: str | None, broker_id: int, host: 
         trace = JsonlTrace.to_file(trace_path)
         node = RealNode(f"broker-{broker_id}", data_dir, coordination, host=host, trace=trace,
                         seeded_bugs=seeded_bugs)
+        if isinstance(coordination, EmbeddedCoordination) and coordination.journal is not None:
+            j = coordination.journal
+            node.trace("coordination_store_opened", directory=j.directory, open_ms=round(j.open_ms, 1),
+                       replayed=j.replayed, znodes=len(coordination.store.nodes), zxid=coordination.store.zxid)
         # The node's disk root is the log dir itself, so segments land in <log-dir>/<topic>-<p>/.
         server = KafkaServer(node, BrokerConfig.from_properties(
             {**(configs or {}), "broker.id": broker_id, "host": host, "port": port, "log.dirs": "."}))

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import time
 
 from kafkasim.runtime.zkstore import ZkStore
 from kafkasim.runtime.zkstore_log import (
@@ -55,6 +56,8 @@ class ZkJournal:
         self._lock: asyncio.Lock | None = None
         self.failed: BaseException | None = None
         self.snapshots = 0
+        self.open_ms = 0.0  # how long recovery took (open_store sets it; serve traces it)
+        self.replayed = 0   # WAL records replayed onto the snapshot at open
 
     def _path(self, name: str) -> str:
         return os.path.join(self.directory, name)
@@ -136,6 +139,7 @@ def open_store(directory: str, snapshot_bytes: int = DEFAULT_SNAPSHOT_BYTES) -> 
     """Recover the store in `directory` (created if missing), expire the previous process's
     sessions, and snapshot the result. ZkStoreCorruptError if a file is not a torn write but
     damage (a bad snapshot, a WAL with a foreign magic, a record that does not replay)."""
+    started = time.monotonic()
     directory = os.path.abspath(directory)
     if not os.path.isdir(directory):
         os.makedirs(directory)
@@ -143,7 +147,7 @@ def open_store(directory: str, snapshot_bytes: int = DEFAULT_SNAPSHOT_BYTES) -> 
     if os.path.exists(os.path.join(directory, SNAPSHOT_TMP)):
         os.unlink(os.path.join(directory, SNAPSHOT_TMP))  # a snapshot a crash interrupted
     store, next_gen = _read_snapshot(directory)
-    last_gen = _replay_wals(directory, store, next_gen)
+    last_gen, replayed = _replay_wals(directory, store, next_gen)
     for sid in sorted(store.sessions):
         store.close_session(sid)  # a dead process's sessions: expired, ephemerals deleted
     gen = last_gen + 1
@@ -152,7 +156,9 @@ def open_store(directory: str, snapshot_bytes: int = DEFAULT_SNAPSHOT_BYTES) -> 
     write_snapshot(directory, encode_snapshot(store, gen))
     _remove_wals_before(directory, gen)
     _fsync_dir(directory)
-    return store, ZkJournal(directory, store, gen, snapshot_bytes)
+    journal = ZkJournal(directory, store, gen, snapshot_bytes)
+    journal.open_ms, journal.replayed = (time.monotonic() - started) * 1000.0, replayed
+    return store, journal
 
 
 def _read_snapshot(directory: str) -> tuple[ZkStore, int]:
@@ -162,11 +168,12 @@ def _read_snapshot(directory: str) -> tuple[ZkStore, int]:
     return decode_snapshot(_read(path))
 
 
-def _replay_wals(directory: str, store: ZkStore, next_gen: int) -> int:
-    """Replay generations next_gen, next_gen+1, ... onto `store`; the last one replayed. The
-    first torn record ends the replay: its file is cut there, later generations deleted."""
+def _replay_wals(directory: str, store: ZkStore, next_gen: int) -> tuple[int, int]:
+    """Replay generations next_gen, next_gen+1, ... onto `store`; the last one replayed and how
+    many records were. The first torn record ends the replay: its file is cut there, later
+    generations deleted."""
     gens = sorted(g for g in _wal_gens(directory) if g >= next_gen)
-    last = next_gen - 1
+    last, replayed = next_gen - 1, 0
     for i, gen in enumerate(gens):
         if gen != last + 1:
             raise ZkStoreCorruptError(f"{directory}: WAL generation {last + 1} is missing (found {gen})")
@@ -178,13 +185,13 @@ def _replay_wals(directory: str, store: ZkStore, next_gen: int) -> int:
                 apply(store, rec)
             except Exception as exc:
                 raise ZkStoreCorruptError(f"{path}: record {n} does not replay: {type(exc).__name__}: {exc}") from exc
-        last = gen
+        last, replayed = gen, replayed + len(records)
         if valid < len(buf):
             _truncate(path, valid)
             for later in gens[i + 1:]:
                 os.unlink(os.path.join(directory, wal_name(later)))
             break
-    return last
+    return last, replayed
 
 
 def _wal_gens(directory: str) -> list[int]:
