@@ -4,7 +4,7 @@ client would log) or through an EmbeddedZkClient (the real glue)."""
 
 from __future__ import annotations
 
-from typing import Any, Optional
+from typing import Any
 
 from hypothesis import strategies as st
 
@@ -47,7 +47,7 @@ def expired(image: bytes) -> bytes:
     return state(store)
 
 
-def apply_to_store(store: ZkStore, sessions: list[int], op: tuple[Any, ...]) -> Optional[L.WalRecord]:
+def apply_to_store(store: ZkStore, sessions: list[int], op: tuple[Any, ...]) -> L.WalRecord | None:
     """Run `op` on the store; the record the embedded client logs for it (None if it failed)."""
     kind = op[0]
     if kind == "open":

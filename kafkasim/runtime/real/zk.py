@@ -52,9 +52,13 @@ class EmbeddedCoordination(Coordination):
                 loop.call_soon(f.watcher, f.event)
 
     def log(self, rec: WalRecord) -> None:
-        """Append a record without waiting (session bookkeeping that a crash may lose)."""
+        """Append a record without waiting (session bookkeeping that a crash may lose: a lost
+        close is an expiry at the next open, a lost open a session that never made a change)."""
         if self.journal is not None:
-            self.journal.append(rec)
+            try:
+                self.journal.append(rec)
+            except OSError:
+                pass  # the store has failed or is closed; its next open expires the session
 
     async def commit(self, rec: WalRecord, firings: list[Firing]) -> None:
         """Log a change the store has just applied (called in the same step, so records keep
@@ -129,7 +133,10 @@ class EmbeddedZkClient(ZkClient):
 
     async def close(self) -> None:
         self.close_now()
-        await self._c.settled()
+        try:
+            await self._c.settled()  # a graceful close waits for its record
+        except api.ConnectionLossError:
+            pass  # the store failed: the session ends anyway (expired at the next open)
 
     def close_now(self) -> None:
         if not self._closed:

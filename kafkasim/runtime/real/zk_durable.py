@@ -95,7 +95,8 @@ class ZkJournal:
 
     async def settle(self) -> None:
         """Return once nothing appended is waiting for its fsync (readers call this, so nobody
-        sees a change that a crash could still take back)."""
+        sees a change that a crash could still take back; after a failure nothing is read)."""
+        self._check()
         while self.pending():
             await self.sync()
 
@@ -107,6 +108,8 @@ class ZkJournal:
             raise
 
     def _check(self) -> None:
+        if self._fd < 0:
+            raise OSError(f"the coordination store in {self.directory} is closed")
         if self.failed is not None:
             raise OSError(f"the coordination store cannot write {self.directory}: {self.failed}")
 

@@ -10,8 +10,9 @@ import asyncio
 import os
 import shutil
 import sys
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -231,3 +232,32 @@ def test_a_fresh_directory_opens_empty(tmp_path: Path) -> None:
     journal.close()
     assert state(store) == state(ZkStore())
     assert sorted(p.name for p in (tmp_path / "new" / "zk").iterdir()) == [D.SNAPSHOT, D.wal_name(0)]
+
+
+def test_a_failed_fsync_fails_the_change_and_every_later_call(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """As a ZooKeeper server whose disk fails: the change is not acknowledged, and nothing after
+    it is served (a read could otherwise see a change that was never made durable)."""
+    coord = EmbeddedCoordination.durable(str(tmp_path / "zk"))
+
+    def eio(fd: int) -> None:
+        raise OSError(5, "Input/output error")
+
+    async def go() -> None:
+        c = await coord.connect(30_000)
+        await c.create("/kept", b"1")
+        monkeypatch.setattr(D, "_fdatasync", eio)
+        with pytest.raises(api.ConnectionLossError, match="Input/output error"):
+            await c.create("/lost", b"2")
+        with pytest.raises(api.ConnectionLossError):
+            await c.get("/kept")
+        with pytest.raises(api.ConnectionLossError):
+            await c.set("/kept", b"3")
+        await c.close()  # closing a session of a failed store does not raise
+
+    asyncio.run(go())
+    monkeypatch.undo()
+    assert coord.journal is not None
+    coord.journal.close()
+    store, journal = D.open_store(str(tmp_path / "zk"))
+    journal.close()
+    assert store.get(0, "/kept", None)[0] == b"1"
