@@ -1,7 +1,8 @@
 """The ZooKeeper data model: znodes, versions, ephemeral owners, sequential names, one-shot
 watches, multi. Pure state machine, no I/O and no time: SimZooKeeper serves it over
 SimNetwork, and the real world's embedded store (`kafkasim serve` without `--zookeeper`) serves
-it in process. Semantics follow ZooKeeper 3.8 as kazoo exposes them:
+it in process and keeps it on disk (a WAL of its operations replayed onto a snapshot:
+zkstore_log.py has the bytes, real/zk_durable.py the files). Semantics follow ZooKeeper 3.8 as kazoo exposes them:
 
 - create fails with NodeExists / NoNode (missing parent, unless makepath) /
   NoChildrenForEphemerals; sequential names append the parent's cversion as %010d;
