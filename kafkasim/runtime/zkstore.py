@@ -1,7 +1,8 @@
 """The ZooKeeper data model: znodes, versions, ephemeral owners, sequential names, one-shot
 watches, multi. Pure state machine, no I/O and no time: SimZooKeeper serves it over
 SimNetwork, and the real world's embedded store (`kafkasim serve` without `--zookeeper`) serves
-it in process. Semantics follow ZooKeeper 3.8 as kazoo exposes them:
+it in process and keeps it on disk (a WAL of its operations replayed onto a snapshot:
+zkstore_log.py has the bytes, real/zk_durable.py the files). Semantics follow ZooKeeper 3.8 as kazoo exposes them:
 
 - create fails with NodeExists / NoNode (missing parent, unless makepath) /
   NoChildrenForEphemerals; sequential names append the parent's cversion as %010d;
@@ -71,6 +72,24 @@ class ZkStore:
         self._next_session = 0x100
         self._data_watches: dict[str, list[tuple[int, Watcher]]] = {}
         self._child_watches: dict[str, list[tuple[int, Watcher]]] = {}
+
+    # -- restoring from disk (runtime/zkstore_log.py)
+    @property
+    def last_session_id(self) -> int:
+        return self._next_session
+
+    def restore_session_counter(self, last: int) -> None:
+        """Session ids continue after every id a previous process handed out."""
+        self._next_session = max(self._next_session, last)
+
+    def restore_node(self, path: str, node: ZNode) -> None:
+        """Put back a snapshotted znode; its parent must be restored first (KeyError if not)."""
+        _check_path(path)
+        self.nodes[_parent(path)].children.add(path.rsplit("/", 1)[1])
+        self.nodes[path] = node
+        if node.ephemeral_owner:
+            self.sessions.setdefault(node.ephemeral_owner, set()).add(path)
+            self.restore_session_counter(node.ephemeral_owner)
 
     # -- sessions
     def open_session(self) -> int:

@@ -1,8 +1,9 @@
 """Fixtures for the runtime contract suite.
 
 `world`     — every contract test runs twice: "sim" (SimWorld) and "real" (asyncio + OS).
-`zk_world`  — coordination runs three times: "sim" (SimZooKeeper), "embedded" (the real world's
-              in-process ZkStore) and "zookeeper" (kazoo against a real ZooKeeper 3.8 started
+`zk_world`  — coordination runs four times: "sim" (SimZooKeeper), "embedded" (the real world's
+              in-process ZkStore), "durable" (that store kept on disk, snapshotting every 2 KiB
+              of WAL, as `kafkasim serve` keeps it) and "zookeeper" (kazoo against a real ZooKeeper 3.8 started
               once per session by real/zookeeper/zk.py).
 """
 
@@ -24,11 +25,13 @@ def world(request: pytest.FixtureRequest, tmp_path: Path) -> World:
     return RealHarness(tmp=tmp_path)
 
 
-@pytest.fixture(params=["sim", "embedded", "zookeeper"])
+@pytest.fixture(params=["sim", "embedded", "durable", "zookeeper"])
 def zk_world(request: pytest.FixtureRequest, tmp_path: Path) -> World:
     if request.param == "sim":
         return SimHarness()
     if request.param == "embedded":
         return RealHarness(tmp=tmp_path)
+    if request.param == "durable":
+        return RealHarness(tmp=tmp_path, durable=True)
     handle = request.getfixturevalue("zookeeper")
     return RealHarness(tmp=tmp_path, zookeeper=handle.connect_string)  # type: ignore[attr-defined]

@@ -125,6 +125,7 @@ class SimHarness(World):
 class RealHarness(World):
     tmp: Path = field(default_factory=Path)
     zookeeper: Optional[str] = None  # a connect string: kazoo against that ZooKeeper
+    durable: bool = False  # the embedded store with its WAL and snapshots (kafkasim serve's)
     seed: int = 7
     timeout_s: float = REAL_TIMEOUT_S
     kind: str = "real"
@@ -135,7 +136,9 @@ class RealHarness(World):
     async def _run(self, main: Main) -> Any:
         run_id = next(_roots)
         base = self.tmp / f"run{run_id}"
-        shared: str | Coordination = self.zookeeper if self.zookeeper else EmbeddedCoordination()
+        shared: str | Coordination = self.zookeeper if self.zookeeper else (
+            EmbeddedCoordination.durable(str(base / "zookeeper"), snapshot_bytes=2048) if self.durable
+            else EmbeddedCoordination())
         nodes: dict[str, RealNode] = {}
 
         def node(name: str) -> NodeRuntime:

@@ -12,8 +12,11 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from kafkasim.runtime import api
+from kafkasim.runtime import zkstore_log as L
 from kafkasim.runtime.api import Coordination, NodeDead, Watcher, WatchEvent, ZkClient, ZOp, ZStat
+from kafkasim.runtime.real.zk_durable import DEFAULT_SNAPSHOT_BYTES, ZkJournal, open_store
 from kafkasim.runtime.zkstore import Firing, ZkStore
+from kafkasim.runtime.zkstore_log import WalRecord
 
 if TYPE_CHECKING:
     from kafkasim.runtime.real.world import RealNode
@@ -21,11 +24,21 @@ if TYPE_CHECKING:
 
 # ---------------------------------------------------------------- embedded store
 class EmbeddedCoordination(Coordination):
-    """In-process ZooKeeper semantics for one process (sessions end with close())."""
+    """In-process ZooKeeper semantics for one process (sessions end with close()). With a
+    journal (`durable()`), every change is in the store's WAL and fsynced before the call that
+    made it returns or its watches fire, and reads wait until nothing pending could be lost."""
 
-    def __init__(self, store: ZkStore | None = None) -> None:
+    def __init__(self, store: ZkStore | None = None, journal: ZkJournal | None = None) -> None:
         self.store = store or ZkStore()
+        self.journal = journal
         self.clients: dict[int, EmbeddedZkClient] = {}
+
+    @classmethod
+    def durable(cls, directory: str, snapshot_bytes: int = DEFAULT_SNAPSHOT_BYTES) -> EmbeddedCoordination:
+        """The store kept in `directory`: what a previous process acknowledged, its sessions
+        expired (blocking; call before serving)."""
+        store, journal = open_store(directory, snapshot_bytes)
+        return cls(store, journal)
 
     async def connect(self, session_timeout_ms: int) -> ZkClient:
         client = EmbeddedZkClient(self)
@@ -38,11 +51,43 @@ class EmbeddedCoordination(Coordination):
             if f.session_id in self.clients:
                 loop.call_soon(f.watcher, f.event)
 
+    def log(self, rec: WalRecord) -> None:
+        """Append a record without waiting (session bookkeeping that a crash may lose: a lost
+        close is an expiry at the next open, a lost open a session that never made a change)."""
+        if self.journal is not None:
+            try:
+                self.journal.append(rec)
+            except OSError:
+                pass  # the store has failed or is closed; its next open expires the session
+
+    async def commit(self, rec: WalRecord, firings: list[Firing]) -> None:
+        """Log a change the store has just applied (called in the same step, so records keep
+        the store's order), wait until it is durable, then fire its watches."""
+        if self.journal is not None:
+            try:
+                self.journal.append(rec)
+                await self.journal.sync()
+            except OSError as exc:
+                raise api.ConnectionLossError(str(exc)) from exc
+        self.deliver(firings)
+
+    async def settled(self) -> None:
+        if self.journal is not None:
+            try:
+                await self.journal.settle()
+            except OSError as exc:
+                raise api.ConnectionLossError(str(exc)) from exc
+
+    def close(self) -> None:
+        if self.journal is not None:
+            self.journal.close()
+
 
 class EmbeddedZkClient(ZkClient):
     def __init__(self, coord: EmbeddedCoordination) -> None:
         self._c = coord
         self.session_id = coord.store.open_session()
+        coord.log(WalRecord(L.OPEN_SESSION, self.session_id))
         self._closed = False
 
     def _run(self, fn: Callable[[], Any]) -> Any:
@@ -54,29 +99,33 @@ class EmbeddedZkClient(ZkClient):
                      sequential: bool = False, makepath: bool = False) -> str:
         p, firings = self._run(
             lambda: self._c.store.create(self.session_id, path, data, ephemeral, sequential, makepath))
-        self._c.deliver(firings)
+        await self._c.commit(L.create_record(self.session_id, p, data, ephemeral, makepath), firings)
         return p  # type: ignore[no-any-return]
 
     async def get(self, path: str, watch: Watcher | None = None) -> tuple[bytes, ZStat]:
+        await self._c.settled()
         return self._run(lambda: self._c.store.get(self.session_id, path, watch))  # type: ignore[no-any-return]
 
     async def set(self, path: str, data: bytes, version: int = -1) -> ZStat:
         st, firings = self._run(lambda: self._c.store.set(path, data, version))
-        self._c.deliver(firings)
+        await self._c.commit(L.set_record(path, data, version), firings)
         return st  # type: ignore[no-any-return]
 
     async def delete(self, path: str, version: int = -1, recursive: bool = False) -> None:
-        self._c.deliver(self._run(lambda: self._c.store.delete(path, version, recursive)))
+        firings = self._run(lambda: self._c.store.delete(path, version, recursive))
+        await self._c.commit(L.delete_record(path, version, recursive), firings)
 
     async def exists(self, path: str, watch: Watcher | None = None) -> ZStat | None:
+        await self._c.settled()
         return self._run(lambda: self._c.store.exists(self.session_id, path, watch))  # type: ignore[no-any-return]
 
     async def get_children(self, path: str, watch: Watcher | None = None) -> list[str]:
+        await self._c.settled()
         return self._run(lambda: self._c.store.get_children(self.session_id, path, watch))  # type: ignore[no-any-return]
 
     async def multi(self, ops: list[ZOp]) -> list[Any]:
         results, firings = self._run(lambda: self._c.store.multi(self.session_id, ops))
-        self._c.deliver(firings)
+        await self._c.commit(L.multi_record(self.session_id, ops, results), firings)
         return results  # type: ignore[no-any-return]
 
     def add_session_listener(self, listener: Watcher) -> None:
@@ -84,12 +133,19 @@ class EmbeddedZkClient(ZkClient):
 
     async def close(self) -> None:
         self.close_now()
+        try:
+            await self._c.settled()  # a graceful close waits for its record
+        except api.ConnectionLossError:
+            pass  # the store failed: the session ends anyway (expired at the next open)
 
     def close_now(self) -> None:
         if not self._closed:
             self._closed = True
             self._c.clients.pop(self.session_id, None)
-            self._c.deliver(self._c.store.close_session(self.session_id))
+            firings = self._c.store.close_session(self.session_id)
+            # Not waited for: a close a crash loses is an expiry at the next open.
+            self._c.log(WalRecord(L.CLOSE_SESSION, self.session_id))
+            self._c.deliver(firings)
 
 
 class NodeEmbeddedCoordination(Coordination):
