@@ -94,7 +94,7 @@ def check_target(s: Scenario, target: str, kind: str, key: str, refuse: Refuse) 
     nodes = node_names(s)
     if target not in nodes:
         roles = ["controller"] + [f"leader:{t}-0" for t in topic_shapes(s)]
-        raise refuse(key, f"unknown node '{target}'{did_you_mean(target, nodes + roles)}: nodes are "
+        raise refuse(key, f"unknown node '{target}'{did_you_mean(target, nodes + [ZOOKEEPER] + roles)}: nodes are "
                           f"{', '.join(nodes + [ZOOKEEPER])}, roles controller, leader:<topic>-<p>, "
                           f"follower:<topic>-<p>")
 
