@@ -254,6 +254,17 @@ def find_java(env: dict[str, str]) -> str | None:
     return None
 
 
+def _quiet_interrupt_logs() -> None:
+    """py4j logs a Ctrl-C that lands in a JVM call as an ERROR with its traceback (through the
+    root logger, configuring it on first use); keep every other error, drop those."""
+    import logging
+
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setLevel(logging.ERROR)
+    handler.addFilter(lambda rec: not (rec.exc_info and isinstance(rec.exc_info[1], KeyboardInterrupt)))
+    logging.getLogger().addHandler(handler)
+
+
 def _cmd_report(args: argparse.Namespace) -> int:
     import importlib.util
 
@@ -271,6 +282,7 @@ def _cmd_report(args: argparse.Namespace) -> int:
     from kafkasim.report.console import format_console
     from kafkasim.report.job import run_report
 
+    _quiet_interrupt_logs()
     result = run_report(args.reports_dir, args.out, args.master)
     print(format_console(result))
     return 0
@@ -375,6 +387,31 @@ def _interrupt(signum: int, _frame: FrameType | None) -> None:
     raise KeyboardInterrupt
 
 
+def _kill_descendants() -> None:
+    """After an interrupt: no process this command started outlives it (PySpark's JVM, started
+    before Python could hold its handle, or a sweep worker past its SIGTERM)."""
+    children: dict[int, list[int]] = {}
+    for entry in os.listdir("/proc") if os.path.isdir("/proc") else []:
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/stat") as f:
+                ppid = int(f.read().rsplit(")", 1)[1].split()[1])
+        except (OSError, IndexError, ValueError):
+            continue
+        children.setdefault(ppid, []).append(int(entry))
+    todo, found = [os.getpid()], []
+    while todo:
+        for child in children.get(todo.pop(), []):
+            found.append(child)
+            todo.append(child)
+    for pid in found:
+        try:
+            os.kill(pid, signal.SIGKILL)
+        except OSError:
+            pass
+
+
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     if args.command in INTERRUPTIBLE:
@@ -386,8 +423,9 @@ def main(argv: list[str] | None = None) -> int:
         print(f"kafkasim: {exc}", file=sys.stderr)
         return EXIT_USAGE
     except KeyboardInterrupt:
-        print(f"\nkafkasim {args.command}: interrupted; no verdict written for the unfinished run",
-              file=sys.stderr)
+        _kill_descendants()
+        what = "no report written" if args.command == "report" else "no verdict written for the unfinished run"
+        print(f"\nkafkasim {args.command}: interrupted; {what}", file=sys.stderr)
         return EXIT_INTERRUPTED
 
 

@@ -213,7 +213,8 @@ def fired_summary(fired: list[dict[str, Any]], scheduled: int) -> str:
         by_kind[f["kind"]] = (n + 1, nodes | set(f["nodes"]))
         if not f["nodes"] and f["kind"] != "heal":
             missed.append(f"{f['kind']} {f['target']} at {f['t_ms'] / 1000:.1f}s")
-    parts = [f"{kind} x{n} ({', '.join(sorted(nodes)) or 'all links'})" for kind, (n, nodes) in by_kind.items()]
+    parts = [f"{kind} x{n} ({', '.join(sorted(nodes)) or ('all links' if kind == 'heal' else 'no node')})"
+             for kind, (n, nodes) in by_kind.items()]
     line = f"faults: {len(fired)}/{scheduled} fired" + (": " + "; ".join(parts) if parts else "")
     if missed:
         line += f"; HIT NO NODE: {', '.join(missed)}"
