@@ -238,7 +238,7 @@ def _cmd_load(args: argparse.Namespace) -> int:
         summary = load(args.bootstrap, topic, args.messages, args.rate, args.acks, args.seed)
     except OSError as exc:
         raise UsageError(f"load: cannot reach {args.bootstrap}: {exc.strerror or exc}") from None
-    print(json.dumps(summary, indent=2, sort_keys=True))
+    print(json.dumps({**summary, "topic": topic}, indent=2, sort_keys=True))
     return 0 if summary["lost"] == 0 and summary["duplicates"] == 0 else 1
 
 

@@ -86,7 +86,9 @@ class Scenario:
     nemesis: list[NemesisSpec] = field(default_factory=list)  # expanded per seed into faults
     racks: list[str] = field(default_factory=list)  # broker i gets racks[i % len(racks)]
     liveness_ms: float = 60000.0  # after the last fault the workload must finish within this
-    text: str = ""  # the file's text as loaded (run.json keeps it, so a replay needs no file)
+    # The file's text as loaded (run.json keeps it, so a replay needs no file); not part of what
+    # the scenario is: a dumped and reloaded scenario equals the original.
+    text: str = field(default="", compare=False)
 
 
 class _Reader:
@@ -126,7 +128,7 @@ class _Reader:
         error naming it, with the nearest known name); broker values typed as Kafka would."""
         table: dict[str, Any] = dict(self.get(key, dict, {}, what))
         for name, value in table.items():
-            where = (f"{self.prefix}.{key}" if self.prefix else key) + f'."{name}"'
+            where = f"{self.prefix}.{key}" if self.prefix else key
             try:
                 check_names(scope, [name])
                 typed((BROKER_KEYS if scope == BROKER else TOPIC_KEYS)[name], value)

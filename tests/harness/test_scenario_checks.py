@@ -125,7 +125,7 @@ def test_unknown_config_keys(where: str, name: str, hint: str) -> None:
         raw["topics"][0]["config"] = {name: 2}
     msg = refused(raw)
     assert f"unknown {'broker' if where == 'cluster' else 'topic'} config '{name}'" in msg
-    assert f"did you mean '{hint}'" in msg and f'."{name}"' in msg
+    assert f"did you mean '{hint}'" in msg
 
 
 def test_a_topic_config_value_of_the_wrong_type() -> None:
