@@ -1,45 +1,105 @@
-"""kafkasim's command line.
+"""kafkasim's command line (`kafkasim --help`, `kafkasim COMMAND --help` for every option and
+its default).
 
   kafkasim run SCENARIO --seed N [--out DIR]       one simulated run; exit 0 iff its checks hold
   kafkasim sweep SCENARIO_OR_DIR --seeds A-B --jobs J [--out DIR]
-                                                    many runs, progress bar, JUnit XML
+                                                    many runs, progress line, JUnit XML
   kafkasim replay RUN_JSON                          re-run; verify the trace hash bit for bit
   kafkasim shrink RUN_JSON                          minimise a failing run to a new scenario file
   kafkasim serve --port P --log-dir DIR [--zookeeper HOST:PORT] [--broker-id N] [--config K=V ...]
                                                     the same broker on real sockets and disks
   kafkasim cluster up --brokers N --dir DIR [--config K=V ...] | cluster down --dir DIR
                                                     real ZooKeeper + N `kafkasim serve` (real/cluster)
-  kafkasim load --bootstrap HOST:PORT --topic T     the workload's producer + consumer, for real
+  kafkasim load --bootstrap HOST:PORT [--topic T]   the workload's producer + consumer, for real
   kafkasim report REPORTS_DIR [--out DIR] [--master URL]
                                                     PySpark summary (table + HTML) of run reports
+
+Exit codes: 0 success, 1 a check failed (a violation, a replay that diverged), 2 a usage error
+(a bad scenario, a missing file, a port in use: one line on stderr, no traceback), 130
+interrupted (Ctrl-C or SIGTERM: the unfinished run writes no verdict).
 """
 
 from __future__ import annotations
 
 import argparse
+import errno
 import json
 import os
+import signal
 import sys
+from types import FrameType
+from typing import Any
+
+EXIT_USAGE = 2
+EXIT_INTERRUPTED = 130
+# serve and cluster handle SIGINT/SIGTERM themselves (a broker shuts down cleanly).
+INTERRUPTIBLE = ("run", "sweep", "replay", "shrink", "report", "load")
+JAVA_FIX = "install Java 17 (apt install openjdk-17-jre-headless) or set JAVA_HOME"
+
+
+class UsageError(Exception):
+    """A user's mistake: printed as one line, exit 2."""
 
 
 def _seeded_bugs() -> frozenset[str]:
     """Test-only: the seeded bugs KAFKASIM_SEEDED_BUGS names, for the worlds this command builds."""
     from kafkasim.harness.runner import seeded_bugs_from_env
 
-    return seeded_bugs_from_env(os.environ)
+    try:
+        return seeded_bugs_from_env(os.environ)
+    except ValueError as exc:
+        raise UsageError(str(exc)) from None
 
 
-def _cmd_run(args: argparse.Namespace) -> int:
-    from kafkasim.harness.runner import run_scenario
+def _out_dir(path: str, what: str) -> str:
+    """Create the directory a command writes to, or say why it cannot be (before any work)."""
+    try:
+        os.makedirs(path, exist_ok=True)
+    except OSError as exc:
+        raise UsageError(f"{what} {path}: cannot create it: {exc.strerror}") from None
+    if not os.access(path, os.W_OK | os.X_OK):
+        raise UsageError(f"{what} {path}: not writable")
+    return path
+
+
+def _load_scenario(path: str) -> Any:
     from kafkasim.harness.scenario import ScenarioError, load_scenario
 
     try:
-        scenario = load_scenario(args.scenario)
-        bugs = _seeded_bugs()
-    except (ScenarioError, ValueError) as exc:
-        print(f"kafkasim: {exc}", file=sys.stderr)
-        return 2
-    result = run_scenario(scenario, args.seed, args.out, bugs)
+        return load_scenario(path)
+    except ScenarioError as exc:
+        raise UsageError(str(exc)) from None
+
+
+def _load_run_json(path: str) -> dict[str, Any]:
+    try:
+        with open(path) as f:
+            run = json.load(f)
+    except FileNotFoundError:
+        raise UsageError(f"{path}: no such run.json (runs write reports/runs/<scenario>/seed-<N>/run.json)") from None
+    except (OSError, ValueError) as exc:
+        raise UsageError(f"{path}: not a readable run.json: {exc}") from None
+    if not isinstance(run, dict) or "seed" not in run or "scenario_path" not in run:
+        raise UsageError(f"{path}: not a kafkasim run.json (no seed / scenario_path)")
+    return run
+
+
+def _cmd_run(args: argparse.Namespace) -> int:
+    from kafkasim.harness.host import wall_seconds
+    from kafkasim.harness.inject import fired_summary
+    from kafkasim.harness.progress import ProgressLine, run_text
+    from kafkasim.harness.repro import repro_command
+    from kafkasim.harness.runner import default_out_dir, run_scenario
+
+    scenario = _load_scenario(args.scenario)
+    bugs = _seeded_bugs()
+    out = _out_dir(args.out or default_out_dir(scenario, args.seed), "--out")
+    line = ProgressLine(sys.stderr, wall_seconds)
+    try:
+        result = run_scenario(scenario, args.seed, out, bugs, progress=lambda now, end: line.show(
+            run_text(scenario.name, args.seed, now, end, line.elapsed())))
+    finally:
+        line.close()
     run = result.run
     stats = run["stats"]
     print(f"scenario {run['scenario']} seed {run['seed']}: {run['verdict'].upper()}")
@@ -48,10 +108,13 @@ def _cmd_run(args: argparse.Namespace) -> int:
     print(f"  acked {stats['acked']}/{stats['produced']}, consumed {stats['consumed']}, "
           f"sim {stats['sim_time_ms'] / 1000:.1f} s in {stats['wall_time_s']:.2f} s wall "
           f"({stats['sim_to_wall_ratio']:.1f}x)")
+    print(f"  {fired_summary(run['faults_fired'], len(run['faults']))}")
     for c in run["checks"]:
         if not c["ok"]:
             print(f"  {'expected' if c['expected'] else 'VIOLATION'}: {c['name']} x{c['violations']}")
     print(f"  report: {result.out_dir}/run.json")
+    if not result.passed:
+        print(f"  reproduce: {repro_command(run)}")
     print(f"trace hash {run['trace_hash']}")
     return 0 if result.passed else 1
 
@@ -62,25 +125,36 @@ def _cmd_sweep(args: argparse.Namespace) -> int:
 
     try:
         seeds = parse_seeds(args.seeds)
-        results = sweep(args.scenarios, seeds, args.jobs, args.out, args.junit or f"{args.out}/junit.xml",
-                        _seeded_bugs())
-    except (ScenarioError, ValueError) as exc:
-        print(f"kafkasim: {exc}", file=sys.stderr)
-        return 2
+    except ValueError as exc:
+        raise UsageError(f"--seeds: {exc}") from None
+    if not os.path.exists(args.scenarios):
+        raise UsageError(f"{args.scenarios}: no such scenario file or directory")
+    bugs = _seeded_bugs()
+    _out_dir(args.out, "--out")
+    junit = args.junit or f"{args.out}/junit.xml"
+    _out_dir(os.path.dirname(os.path.abspath(junit)), "--junit's directory")
+    try:
+        results = sweep(args.scenarios, seeds, args.jobs, args.out, junit, bugs)
+    except ScenarioError as exc:
+        raise UsageError(str(exc)) from None
     failing = [r for r in results if r["verdict"] != "pass"]
     expected = sorted({e for r in results for e in r["expected"]})
     print(f"{len(results)} runs, {len(results) - len(failing)} passed, {len(failing)} failed"
           + (f"; expected anomalies seen: {', '.join(expected)}" if expected else ""))
     for r in failing:
-        print(f"  FAIL {r['scenario']} seed {r['seed']}: {', '.join(r['violations'])}  "
-              f"(kafkasim run {r['path']} --seed {r['seed']})")
+        print(f"  FAIL {r['scenario']} seed {r['seed']}: {', '.join(r['violations'])}  ({r['repro']})")
     return 1 if failing else 0
 
 
 def _cmd_replay(args: argparse.Namespace) -> int:
     from kafkasim.harness.replay import replay
+    from kafkasim.harness.scenario import ScenarioError
 
-    res = replay(args.run_json)
+    run = _load_run_json(args.run_json)
+    try:
+        res = replay(args.run_json, run, on_note=lambda msg: print(msg, file=sys.stderr))
+    except ScenarioError as exc:
+        raise UsageError(str(exc)) from None
     if res.identical:
         print(f"replay identical: trace hash {res.replay_hash}")
         return 0
@@ -98,9 +172,17 @@ def _key_value(text: str) -> str:
 
 
 def _cmd_shrink(args: argparse.Namespace) -> int:
+    from kafkasim.harness.scenario import ScenarioError
     from kafkasim.harness.shrink import shrink, size
 
-    res = shrink(args.run_json, args.out, args.max_runs, on_step=lambda msg: print(f"  {msg}", flush=True))
+    run = _load_run_json(args.run_json)
+    if args.out:
+        _out_dir(os.path.dirname(os.path.abspath(args.out)), "--out's directory")
+    try:
+        res = shrink(args.run_json, args.out, args.max_runs, on_step=lambda msg: print(f"  {msg}", flush=True),
+                     run=run, on_note=lambda msg: print(msg, file=sys.stderr))
+    except (ScenarioError, ValueError) as exc:
+        raise UsageError(str(exc)) from None
     print(f"shrunk in {res.runs} runs: size {size(res.original)} -> {size(res.shrunk)} "
           f"(faults {len(res.original.faults)} -> {len(res.shrunk.faults)}, "
           f"messages {res.original.producer.messages} -> {res.shrunk.producer.messages}); "
@@ -119,10 +201,17 @@ def _cmd_serve(args: argparse.Namespace) -> int:
     try:
         BrokerConfig.from_properties(configs)  # names and values checked before anything starts
     except (UnknownConfigError, ConfigValueError) as exc:
-        print(f"kafkasim serve: --config: {exc}", file=sys.stderr)
-        return 2
-    return serve(args.port, args.log_dir, args.zookeeper, args.broker_id, args.host, args.trace, configs,
-                 _seeded_bugs())
+        raise UsageError(f"serve: --config: {exc}") from None
+    bugs = _seeded_bugs()
+    try:
+        return serve(args.port, args.log_dir, args.zookeeper, args.broker_id, args.host, args.trace, configs, bugs)
+    except OSError as exc:
+        if exc.errno == errno.EADDRINUSE:
+            raise UsageError(f"serve: {args.host}:{args.port} is already in use (another broker? "
+                             f"choose a free --port)") from None
+        if exc.errno in (errno.EACCES, errno.EPERM, errno.ENOENT, errno.ENOTDIR, errno.EROFS):
+            raise UsageError(f"serve: {exc.filename or args.log_dir}: {exc.strerror}") from None
+        raise
 
 
 def _cmd_cluster(args: argparse.Namespace) -> int:
@@ -132,8 +221,7 @@ def _cmd_cluster(args: argparse.Namespace) -> int:
 
     script = Path(__file__).resolve().parents[1] / "real" / "cluster" / "cluster.py"
     if not script.exists():
-        print(f"kafkasim: {script} missing (the cluster launcher ships with the repository)", file=sys.stderr)
-        return 2
+        raise UsageError(f"{script} missing (the cluster launcher ships with the repository)")
     spec = importlib.util.spec_from_file_location("kafkasim_real_cluster", script)
     assert spec is not None and spec.loader is not None
     mod = importlib.util.module_from_spec(spec)
@@ -143,82 +231,202 @@ def _cmd_cluster(args: argparse.Namespace) -> int:
 
 
 def _cmd_load(args: argparse.Namespace) -> int:
-    from kafkasim.harness.load import load
+    from kafkasim.harness.load import fresh_topic, load
 
-    summary = load(args.bootstrap, args.topic, args.messages, args.rate, args.acks, args.seed)
-    print(json.dumps(summary, indent=2, sort_keys=True))
+    topic = args.topic or fresh_topic()
+    try:
+        summary = load(args.bootstrap, topic, args.messages, args.rate, args.acks, args.seed)
+    except OSError as exc:
+        raise UsageError(f"load: cannot reach {args.bootstrap}: {exc.strerror or exc}") from None
+    print(json.dumps({**summary, "topic": topic}, indent=2, sort_keys=True))
     return 0 if summary["lost"] == 0 and summary["duplicates"] == 0 else 1
 
 
+def find_java(env: dict[str, str]) -> str | None:
+    """The java PySpark would start: $JAVA_HOME/bin/java, else the first `java` on PATH."""
+    if env.get("JAVA_HOME"):
+        java = os.path.join(env["JAVA_HOME"], "bin", "java")
+        return java if os.path.isfile(java) and os.access(java, os.X_OK) else None
+    for d in env.get("PATH", "").split(os.pathsep):
+        java = os.path.join(d or ".", "java")
+        if os.path.isfile(java) and os.access(java, os.X_OK):
+            return java
+    return None
+
+
+def _quiet_interrupt_logs() -> None:
+    """py4j logs a Ctrl-C that lands in a JVM call as an ERROR with its traceback (through the
+    root logger, configuring it on first use); keep every other error, drop those."""
+    import logging
+
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setLevel(logging.ERROR)
+    handler.addFilter(lambda rec: not (rec.exc_info and isinstance(rec.exc_info[1], KeyboardInterrupt)))
+    logging.getLogger().addHandler(handler)
+
+
 def _cmd_report(args: argparse.Namespace) -> int:
+    import importlib.util
+
+    if not os.path.isdir(args.reports_dir):
+        raise UsageError(f"report: reports directory {args.reports_dir} does not exist (runs write to "
+                         f"reports/ by default: kafkasim run SCENARIO, kafkasim sweep DIR)")
+    if args.out:
+        _out_dir(args.out, "report: --out")
+    if importlib.util.find_spec("pyspark") is None:
+        raise UsageError("report: PySpark is not installed (pip install -e '.[report]')")
+    if find_java(dict(os.environ)) is None:
+        where = f"JAVA_HOME={os.environ['JAVA_HOME']} has no bin/java" if os.environ.get("JAVA_HOME") \
+            else "no java on PATH"
+        raise UsageError(f"report: PySpark needs Java ({where}): {JAVA_FIX}")
     from kafkasim.report.console import format_console
     from kafkasim.report.job import run_report
 
+    _quiet_interrupt_logs()
     result = run_report(args.reports_dir, args.out, args.master)
     print(format_console(result))
     return 0
 
 
-def build_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="kafkasim", description="Kafka-compatible broker, real or simulated")
-    sub = p.add_subparsers(dest="command", required=True)
-    r = sub.add_parser("run", help="run one scenario in the simulated world")
-    r.add_argument("scenario")
-    r.add_argument("--seed", type=int, default=1)
-    r.add_argument("--out", help="report directory (default reports/runs/<scenario>/seed-<N>)")
+class _Version(argparse.Action):
+    """--version: the package version and git commit (asked only when wanted: it runs git)."""
+
+    def __init__(self, option_strings: list[str], dest: str, help: str | None = None) -> None:
+        super().__init__(option_strings, dest, nargs=0, default=argparse.SUPPRESS, help=help)
+
+    def __call__(self, parser: argparse.ArgumentParser, namespace: argparse.Namespace, values: Any,
+                 option_string: str | None = None) -> None:
+        from kafkasim.harness.host import code_version
+
+        print(f"kafkasim {code_version()}")
+        parser.exit()
+
+
+class _Help(argparse.ArgumentDefaultsHelpFormatter):
+    """Every option's help ends with its default."""
+
+
+def _sub(sub: Any, name: str, help: str) -> argparse.ArgumentParser:
+    p: argparse.ArgumentParser = sub.add_parser(name, help=help, description=help, formatter_class=_Help)
+    return p
+
+
+def _add_sim_commands(sub: Any) -> None:
+    r = _sub(sub, "run", "run one scenario in the simulated world")
+    r.add_argument("scenario", help="scenario file (TOML, see scenarios/README.md)")
+    r.add_argument("--seed", type=int, default=1, help="root seed: the run is a function of it")
+    r.add_argument("--out", help="report directory (default: reports/runs/<scenario>/seed-<N>)")
     r.set_defaults(fn=_cmd_run)
-    sw = sub.add_parser("sweep", help="run scenarios over many seeds in local processes")
+    sw = _sub(sub, "sweep", "run scenarios over many seeds in local processes")
     sw.add_argument("scenarios", help="a scenario file or a directory of them")
-    sw.add_argument("--seeds", default="1-20", help="N, A-B or a comma list (default 1-20)")
-    sw.add_argument("--jobs", type=int, default=2)
+    sw.add_argument("--seeds", default="1-20", help="N, A-B or a comma list of those")
+    sw.add_argument("--jobs", type=int, default=2, help="worker processes (1: run in this process)")
     sw.add_argument("--out", default="reports", help="reports directory (runs go to OUT/runs/...)")
-    sw.add_argument("--junit", help="JUnit XML path (default OUT/junit.xml)")
+    sw.add_argument("--junit", help="JUnit XML path (default: OUT/junit.xml)")
     sw.set_defaults(fn=_cmd_sweep)
-    rp = sub.add_parser("replay", help="re-run a recorded run and verify its trace hash")
-    rp.add_argument("run_json")
+    rp = _sub(sub, "replay", "re-run a recorded run (from its stored scenario text) and verify its trace hash")
+    rp.add_argument("run_json", help="the run's run.json")
     rp.set_defaults(fn=_cmd_replay)
-    sh = sub.add_parser("shrink", help="minimise a failing run's scenario; writes a new scenario file")
-    sh.add_argument("run_json")
-    sh.add_argument("--out", help="scenario file to write (default <run dir>/shrunk.toml)")
-    sh.add_argument("--max-runs", type=int, default=200)
+    sh = _sub(sub, "shrink", "minimise a failing run's scenario; writes a new scenario file")
+    sh.add_argument("run_json", help="the failing run's run.json")
+    sh.add_argument("--out", help="scenario file to write (default: <run dir>/shrunk.toml)")
+    sh.add_argument("--max-runs", type=int, default=200, help="give up after this many trial runs")
     sh.set_defaults(fn=_cmd_shrink)
-    s = sub.add_parser("serve", help="run a broker on real sockets and disk")
-    s.add_argument("--port", type=int, default=9092)
-    s.add_argument("--host", default="127.0.0.1")
-    s.add_argument("--log-dir", required=True)
+
+
+def _add_real_commands(sub: Any) -> None:
+    s = _sub(sub, "serve", "run a broker on real sockets and disk")
+    s.add_argument("--port", type=int, default=9092, help="listener port (0: any free port)")
+    s.add_argument("--host", default="127.0.0.1", help="listener address")
+    s.add_argument("--log-dir", required=True, help="where the partition logs go (required)")
     s.add_argument("--zookeeper", help="HOST:PORT of a real ZooKeeper (default: an embedded store)")
-    s.add_argument("--broker-id", type=int, default=0)
-    s.add_argument("--trace", help="write the broker's trace (JSON lines) to this file")
+    s.add_argument("--broker-id", type=int, default=0, help="broker.id")
+    s.add_argument("--trace", help="write the broker's trace (JSON lines) to this file (default: none)")
     s.add_argument("--config", action="append", default=[], type=_key_value, metavar="KEY=VALUE",
                    help="a broker config by its server.properties name (repeatable), e.g. "
                         "group.initial.rebalance.delay.ms=0")
     s.set_defaults(fn=_cmd_serve)
-    cl = sub.add_parser("cluster", help="start or stop a real cluster: ZooKeeper + N kafkasim serve")
-    cl.add_argument("action", choices=["up", "down"])
-    cl.add_argument("--dir", required=True, help="where the cluster's logs, pids and env go")
-    cl.add_argument("--brokers", type=int, default=3)
+    cl = _sub(sub, "cluster", "start or stop a real cluster: ZooKeeper + N kafkasim serve")
+    cl.add_argument("action", choices=["up", "down"], help="up: start; down: stop what up started")
+    cl.add_argument("--dir", required=True, help="where the cluster's logs, pids and env go (required)")
+    cl.add_argument("--brokers", type=int, default=3, help="number of brokers")
     cl.add_argument("--config", action="append", default=[], type=_key_value, metavar="KEY=VALUE",
                     help="a broker config for every broker (repeatable)")
     cl.set_defaults(fn=_cmd_cluster)
-    ld = sub.add_parser("load", help="run the workload producer + consumer against a real broker")
-    ld.add_argument("--bootstrap", required=True)
-    ld.add_argument("--topic", default="kafkasim-load")
-    ld.add_argument("--messages", type=int, default=1000)
+    ld = _sub(sub, "load", "run the workload producer + consumer against a real broker")
+    ld.add_argument("--bootstrap", required=True, help="HOST:PORT of a broker (required)")
+    ld.add_argument("--topic", help="topic to use (default: a fresh kafkasim-load-<suffix> each run, so "
+                                    "an earlier run's records are not read back as duplicates)")
+    ld.add_argument("--messages", type=int, default=1000, help="messages to produce")
     ld.add_argument("--rate", type=float, default=1000.0, help="messages per second")
-    ld.add_argument("--acks", default="all", choices=["all", "1", "0"])
-    ld.add_argument("--seed", type=int, default=1)
+    ld.add_argument("--acks", default="all", choices=["all", "1", "0"], help="producer acks")
+    ld.add_argument("--seed", type=int, default=1, help="seed of the workload's keys and values")
     ld.set_defaults(fn=_cmd_load)
-    rep = sub.add_parser("report", help="aggregate run reports with PySpark")
-    rep.add_argument("reports_dir")
-    rep.add_argument("--out")
-    rep.add_argument("--master", default="local[*]")
+    rep = _sub(sub, "report", "aggregate run reports with PySpark (needs Java)")
+    rep.add_argument("reports_dir", help="a reports directory (every run.json under it)")
+    rep.add_argument("--out", help="output directory (default: REPORTS_DIR/summary)")
+    rep.add_argument("--master", default="local[*]", help="Spark master URL")
     rep.set_defaults(fn=_cmd_report)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="kafkasim", description="Kafka-compatible broker, real or simulated",
+                                formatter_class=_Help)
+    p.add_argument("--version", action=_Version, help="print the version (and git commit) and exit")
+    sub = p.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    _add_sim_commands(sub)
+    _add_real_commands(sub)
     return p
+
+
+def _interrupt(signum: int, _frame: FrameType | None) -> None:
+    """SIGINT and SIGTERM both raise KeyboardInterrupt in the main thread (once: a second signal
+    while stopping is ignored, so the cleanup — terminating sweep workers — is not cut short)."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)
+    raise KeyboardInterrupt
+
+
+def _kill_descendants() -> None:
+    """After an interrupt: no process this command started outlives it (PySpark's JVM, started
+    before Python could hold its handle, or a sweep worker past its SIGTERM)."""
+    children: dict[int, list[int]] = {}
+    for entry in os.listdir("/proc") if os.path.isdir("/proc") else []:
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/stat") as f:
+                ppid = int(f.read().rsplit(")", 1)[1].split()[1])
+        except (OSError, IndexError, ValueError):
+            continue
+        children.setdefault(ppid, []).append(int(entry))
+    todo, found = [os.getpid()], []
+    while todo:
+        for child in children.get(todo.pop(), []):
+            found.append(child)
+            todo.append(child)
+    for pid in found:
+        try:
+            os.kill(pid, signal.SIGKILL)
+        except OSError:
+            pass
 
 
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
-    return int(args.fn(args))
+    if args.command in INTERRUPTIBLE:
+        signal.signal(signal.SIGINT, _interrupt)
+        signal.signal(signal.SIGTERM, _interrupt)
+    try:
+        return int(args.fn(args))
+    except UsageError as exc:
+        print(f"kafkasim: {exc}", file=sys.stderr)
+        return EXIT_USAGE
+    except KeyboardInterrupt:
+        _kill_descendants()
+        what = "no report written" if args.command == "report" else "no verdict written for the unfinished run"
+        print(f"\nkafkasim {args.command}: interrupted; {what}", file=sys.stderr)
+        return EXIT_INTERRUPTED
 
 
 if __name__ == "__main__":

@@ -65,6 +65,7 @@ class Fault:
     duration_ms: float = 0.0
     disk: dict[str, Any] = field(default_factory=dict)  # disk: the knobs, keys from DISK_KEYS
     source: str = ""  # "nemesis[i]" when a nemesis profile generated it
+    key: str = field(default="", compare=False)  # "faults[i]": where the scenario file declares it
 
     @property
     def end_ms(self) -> float:
@@ -108,6 +109,7 @@ def parse_faults(path: str, raw: list[Any], fail: Fail) -> list[Fault]:
         if not isinstance(t, dict):
             raise fail(key, "a table", t)
         faults.append(parse_fault(key, t, fail))
+        faults[-1].key = key
     return sorted(faults, key=lambda f: f.at_ms)
 
 

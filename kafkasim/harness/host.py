@@ -6,13 +6,14 @@ touch time, processes and temporary files (tests/test_seam_guard.py allows it by
 from __future__ import annotations
 
 import os
+import signal
 import subprocess
 import tempfile
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from importlib import metadata
-from typing import TypeVar
+from typing import Any, TypeVar
 
 T = TypeVar("T")
 R = TypeVar("R")
@@ -39,6 +40,13 @@ def code_version() -> str:
     return f"{version}+{sha}{'.dirty' if dirty else ''}"
 
 
+def unique_token() -> str:
+    """A short name part no earlier run used: the wall-clock second plus random hex."""
+    import uuid
+
+    return f"{time.strftime('%Y%m%d-%H%M%S')}-{uuid.uuid4().hex[:6]}"
+
+
 @contextmanager
 def scratch_dir() -> Iterator[str]:
     """A temporary directory, removed afterwards."""
@@ -57,7 +65,32 @@ def run_in_processes(fn: Callable[[T], R], items: list[T], jobs: int, on_result:
     from concurrent.futures import ProcessPoolExecutor, as_completed
 
     # "spawn" keeps workers free of whatever threads this process started (Spark, kazoo).
-    with ProcessPoolExecutor(max_workers=jobs, mp_context=multiprocessing.get_context("spawn")) as pool:
+    pool = ProcessPoolExecutor(max_workers=jobs, mp_context=multiprocessing.get_context("spawn"),
+                               initializer=_worker_ignores_sigint)
+    try:
         futures = {pool.submit(fn, item): item for item in items}
         for fut in as_completed(futures):
             on_result(futures[fut], fut.result())
+    except BaseException:
+        _stop_now(pool)  # Ctrl-C, SIGTERM or a worker's error: no worker outlives the sweep
+        raise
+    pool.shutdown()
+
+
+def _worker_ignores_sigint() -> None:
+    """A terminal's Ctrl-C reaches the whole process group; the parent alone acts on it (it
+    stops the sweep and terminates its workers), so no worker dies half-way through writing."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+
+
+def _stop_now(pool: Any) -> None:
+    """Terminate every worker (SIGTERM: a run in progress dies without writing its run.json),
+    then drop the queued work."""
+    procs = list((pool._processes or {}).values())
+    for p in procs:
+        p.terminate()
+    pool.shutdown(wait=False, cancel_futures=True)
+    for p in procs:
+        p.join(2)
+        if p.is_alive():
+            p.kill()

@@ -8,6 +8,7 @@ nodes it crashed), so faults that overlap do not heal each other.
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import Any
 
 from kafkasim.cluster.sim_cluster import SimCluster, is_role_target
 from kafkasim.harness.faults import Fault
@@ -39,8 +40,11 @@ def _names(world: SimWorld, cluster: SimCluster, targets: list[str], fresh: bool
     return out
 
 
-def apply_fault(world: SimWorld, cluster: SimCluster, fault: Fault, harness: Owner | None = None) -> None:
-    """Inject one fault now; role targets resolve now. With duration_ms, schedule its undo."""
+def apply_fault(world: SimWorld, cluster: SimCluster, fault: Fault, harness: Owner | None = None,
+                fired: list[dict[str, Any]] | None = None) -> None:
+    """Inject one fault now; role targets resolve now. With duration_ms, schedule its undo.
+    `fired` gets one record per fault: when it fired and the nodes it hit (run.json's
+    `faults_fired`)."""
     desc = fault.describe()
     fresh = fault.kind not in ("restart", "disk_clear")  # these act on whom the role last was
     targets = _names(world, cluster, fault.targets, fresh)
@@ -53,6 +57,10 @@ def apply_fault(world: SimWorld, cluster: SimCluster, fault: Fault, harness: Own
         sides[1] = [n for n in sides[1] if n not in sides[0]]  # two roles may name one node
         desc["resolved"] = (" | " if fault.sides else "->").join(",".join(s) for s in sides)
     world.emit("harness", "fault", desc)
+    if fired is not None:
+        hit = targets + [n for side in sides for n in side]
+        fired.append({"t_ms": round(world.now_ms(), 3), "kind": fault.kind, "target": desc.get("target", ""),
+                      "nodes": sorted(set(hit)), "source": fault.source or fault.key})
     undo = _INJECT[fault.kind](world, cluster, fault, targets, sides)
     if undo is not None and fault.duration_ms > 0:
         end = {"kind": fault.kind, "target": desc.get("resolved", desc.get("target", ""))}
@@ -175,15 +183,39 @@ def validate_targets(world: SimWorld, scenario: Scenario) -> None:
                                  f"partition, block and clog can)")
 
 
-def _firing(world: SimWorld, cluster: SimCluster, fault: Fault, harness: Owner) -> Callable[[], None]:
-    return lambda: apply_fault(world, cluster, fault, harness)
+def _firing(world: SimWorld, cluster: SimCluster, fault: Fault, harness: Owner,
+            fired: list[dict[str, Any]]) -> Callable[[], None]:
+    return lambda: apply_fault(world, cluster, fault, harness, fired)
 
 
-def schedule_faults(world: SimWorld, scenario: Scenario, cluster: SimCluster) -> None:
-    """Arm every fault of the (concrete) schedule on the harness's timers."""
+def schedule_faults(world: SimWorld, scenario: Scenario, cluster: SimCluster) -> list[dict[str, Any]]:
+    """Arm every fault of the (concrete) schedule on the harness's timers; the list returned
+    fills, as they fire, with what each fault hit."""
     validate_targets(world, scenario)
+    fired: list[dict[str, Any]] = []
     harness = Owner("harness")
     jitter = world.rng("fault-jitter")  # one draw per fault, in schedule order
     for fault in scenario.faults:
         at = fault.at_ms + (jitter.random() * fault.jitter_ms if fault.jitter_ms else 0.0)
-        world.kernel.call_later(harness, at, _firing(world, cluster, fault, harness))
+        world.kernel.call_later(harness, at, _firing(world, cluster, fault, harness, fired))
+    return fired
+
+
+def fired_summary(fired: list[dict[str, Any]], scheduled: int) -> str:
+    """One line: which faults fired and which nodes they hit; a fault that hit nothing is named
+    (its role had no holder when it fired: no controller, no live leader)."""
+    if not scheduled:
+        return "faults: none scheduled"
+    by_kind: dict[str, tuple[int, set[str]]] = {}
+    missed = []
+    for f in fired:
+        n, nodes = by_kind.get(f["kind"], (0, set()))
+        by_kind[f["kind"]] = (n + 1, nodes | set(f["nodes"]))
+        if not f["nodes"] and f["kind"] != "heal":
+            missed.append(f"{f['kind']} {f['target']} at {f['t_ms'] / 1000:.1f}s")
+    parts = [f"{kind} x{n} ({', '.join(sorted(nodes)) or ('all links' if kind == 'heal' else 'no node')})"
+             for kind, (n, nodes) in by_kind.items()]
+    line = f"faults: {len(fired)}/{scheduled} fired" + (": " + "; ".join(parts) if parts else "")
+    if missed:
+        line += f"; HIT NO NODE: {', '.join(missed)}"
+    return line

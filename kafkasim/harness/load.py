@@ -6,10 +6,16 @@ from __future__ import annotations
 from typing import Any
 
 from kafkasim.harness.checkers import check_all
-from kafkasim.harness.host import scratch_dir
+from kafkasim.harness.host import scratch_dir, unique_token
 from kafkasim.harness.scenario import ConsumerSpec, ProducerSpec
 from kafkasim.harness.workload import History, run_consumer, run_producer
 from kafkasim.runtime.real.world import RealNode, run
+
+
+def fresh_topic() -> str:
+    """The default topic: a new one per run (`kafkasim-load-<time>-<random>`), so a second run
+    against the same broker does not read the first run's records back as duplicates."""
+    return f"kafkasim-load-{unique_token()}"
 
 
 def load(bootstrap: str, topic: str, messages: int, rate: float, acks: str, seed: int) -> dict[str, Any]:

@@ -6,9 +6,10 @@
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -22,6 +23,7 @@ from kafkasim.harness.group_workload import GroupRun, Slot, StartMember, member_
 from kafkasim.harness.host import code_version, wall_seconds
 from kafkasim.harness.inject import schedule_faults
 from kafkasim.harness.nemesis import with_concrete_faults
+from kafkasim.harness.repro import SEEDED_BUGS_ENV, repro_command
 from kafkasim.harness.scenario import Scenario
 from kafkasim.harness.workload import History, run_consumer, run_producer
 from kafkasim.protocol import errors as E
@@ -30,9 +32,6 @@ from kafkasim.runtime.sim.world import SimWorld
 
 BROKER_PORT = 9092
 STEP_MS = 1000.0
-# Test-only: the seeded bugs (runtime/seeded_bugs.py) the CLI builds `run` and `sweep` worlds
-# with; replay and shrink take them from run.json instead.
-SEEDED_BUGS_ENV = "KAFKASIM_SEEDED_BUGS"
 
 
 def seeded_bugs_from_env(env: Mapping[str, str]) -> frozenset[str]:
@@ -140,11 +139,19 @@ async def _create_topics(rt: Any, bootstrap: str, scenario: Scenario, ready: Any
     ready.set_result(None)
 
 
+Progress = Callable[[float, float], None]  # (sim ms now, sim ms deadline)
+
+
 def run_scenario(scenario: Scenario, seed: int, out_dir: str | None = None,
-                 bugs: Iterable[str] = ()) -> RunResult:
-    """`bugs`: the seeded bugs the world is built with (none for a clean run)."""
+                 bugs: Iterable[str] = (), progress: Progress | None = None) -> RunResult:
+    """`bugs`: the seeded bugs the world is built with (none for a clean run). run.json is
+    written only when the run finishes: an interrupt (KeyboardInterrupt, SystemExit) propagates
+    and leaves no verdict behind, not even an earlier run's."""
     out_dir = out_dir or default_out_dir(scenario, seed)
     os.makedirs(out_dir, exist_ok=True)
+    run_json = os.path.join(out_dir, "run.json")
+    if os.path.exists(run_json):
+        os.remove(run_json)  # a verdict left by an earlier run would describe this run's trace
     scenario = with_concrete_faults(scenario, seed)  # nemesis profiles -> this seed's faults
     history = History()
     wall_start = wall_seconds()
@@ -155,10 +162,12 @@ def run_scenario(scenario: Scenario, seed: int, out_dir: str | None = None,
         eyes = GodsEye(world, cluster)  # recovery and invariant checks while the run goes
         if world.seeded_bugs:  # a run with seeded bugs says so in its trace, not only in run.json
             world.emit("harness", "seeded_bugs", {"bugs": sorted(world.seeded_bugs)})
-        schedule_faults(world, scenario, cluster)
+        fired = schedule_faults(world, scenario, cluster)
         while world.now_ms() < deadline and not all(t.done() for t in finals):
             world.run(min(world.now_ms() + STEP_MS, deadline))
             eyes.step()
+            if progress is not None:
+                progress(world.now_ms(), deadline)
         completed = all(t.done() for t in finals)
         flipped = eyes.bit_flips.partitions
         results = (attribute_offset_flips(history, check_all(history), flipped, workload_value_at(cluster),
@@ -171,8 +180,14 @@ def run_scenario(scenario: Scenario, seed: int, out_dir: str | None = None,
     run["stats"]["failovers"] = failover_times(os.path.join(out_dir, "trace.jsonl"))
     run["seeded_bugs"] = sorted(world.seeded_bugs)
     run["stats"]["recoveries_checked"] = eyes.recovery.recoveries_checked
-    with open(os.path.join(out_dir, "run.json"), "w") as f:
+    run["faults_fired"] = fired
+    run["scenario_text"] = scenario.text
+    run["scenario_sha256"] = hashlib.sha256(scenario.text.encode()).hexdigest()
+    run["repro"] = repro_command(run)
+    tmp = run_json + ".tmp"
+    with open(tmp, "w") as f:
         json.dump(run, f, indent=2, sort_keys=True)
+    os.replace(tmp, run_json)  # all or nothing: an interrupt mid-write leaves no verdict
     return RunResult(run, out_dir)
 
 

@@ -7,10 +7,11 @@ import tomllib
 from dataclasses import dataclass, field
 from typing import Any
 
-from kafkasim.config import BROKER, BROKER_KEYS, TOPIC, UnknownConfigError, check_names, typed
+from kafkasim.config import BROKER, BROKER_KEYS, TOPIC, TOPIC_KEYS, UnknownConfigError, check_names, typed
 from kafkasim.config.types import ConfigValueError
 from kafkasim.harness.faults import Fault, parse_faults
 from kafkasim.harness.nemesis import NemesisSpec, parse_nemesis
+from kafkasim.harness.scenario_checks import check_scenario
 
 ANOMALY_KINDS = ("lost-write", "duplicate", "reorder", "inconsistent-offsets", "poll-skip",
                  "nonmonotonic-poll", "unseen", "task-error", "liveness", "replica-divergence",
@@ -85,6 +86,9 @@ class Scenario:
     nemesis: list[NemesisSpec] = field(default_factory=list)  # expanded per seed into faults
     racks: list[str] = field(default_factory=list)  # broker i gets racks[i % len(racks)]
     liveness_ms: float = 60000.0  # after the last fault the workload must finish within this
+    # The file's text as loaded (run.json keeps it, so a replay needs no file); not part of what
+    # the scenario is: a dumped and reloaded scenario equals the original.
+    text: str = field(default="", compare=False)
 
 
 class _Reader:
@@ -127,8 +131,7 @@ class _Reader:
             where = f"{self.prefix}.{key}" if self.prefix else key
             try:
                 check_names(scope, [name])
-                if scope == BROKER:
-                    typed(BROKER_KEYS[name], value)
+                typed((BROKER_KEYS if scope == BROKER else TOPIC_KEYS)[name], value)
             except (UnknownConfigError, ConfigValueError) as exc:
                 raise ScenarioError(f"{self.path}: key '{where}': {exc}") from None
         return table
@@ -214,12 +217,29 @@ def _consumer_spec(co: _Reader) -> ConsumerSpec:
 def load_scenario(path: str) -> Scenario:
     try:
         with open(path, "rb") as f:
-            raw = tomllib.load(f)
+            data = f.read()
     except FileNotFoundError as exc:
         raise ScenarioError(f"{path}: no such scenario file") from exc
+    except IsADirectoryError as exc:
+        raise ScenarioError(f"{path}: is a directory, not a scenario file") from exc
+    except OSError as exc:
+        raise ScenarioError(f"{path}: cannot read the scenario file: {exc.strerror}") from exc
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise ScenarioError(f"{path}: not valid TOML: not UTF-8 text ({exc})") from exc
+    return scenario_from_text(path, text)
+
+
+def scenario_from_text(path: str, text: str) -> Scenario:
+    """The scenario a file with this text at `path` holds (replay parses run.json's stored text)."""
+    try:
+        raw = tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:
         raise ScenarioError(f"{path}: not valid TOML: {exc}") from exc
-    return parse_scenario(path, raw)
+    s = parse_scenario(path, raw)
+    s.text = text
+    return s
 
 
 def parse_scenario(path: str, raw: dict[str, Any]) -> Scenario:
@@ -267,6 +287,7 @@ def parse_scenario(path: str, raw: dict[str, Any]) -> Scenario:
     heal = root.sub("heal")
     heal.unknown({"liveness_ms"})
     s.liveness_ms = float(heal.positive("liveness_ms", 60000, integer=False))
+    check_scenario(s, lambda key, why: ScenarioError(f"{path}: key '{key}': {why}"))
     g = root.sub("guarantees")
     s.expected = list(g.get("expected", list, [], f"a list of anomaly kinds from {list(ANOMALY_KINDS)}"))
     for kind in s.expected:

@@ -22,8 +22,11 @@ from typing import Any
 
 from kafkasim.harness.faults import TARGETED, Fault
 from kafkasim.harness.nemesis import with_concrete_faults
-from kafkasim.harness.runner import SEEDED_BUGS_ENV, run_scenario
-from kafkasim.harness.scenario import Scenario, load_scenario
+from kafkasim.harness.replay import scenario_of_run
+from kafkasim.harness.repro import SEEDED_BUGS_ENV
+from kafkasim.harness.runner import run_scenario
+from kafkasim.harness.scenario import Scenario, ScenarioError
+from kafkasim.harness.scenario_checks import check_scenario
 
 NUMERIC = (("producer", "messages", 1), ("producer", "count", 1), ("consumer", "count", 1),
            ("topic", "partitions", 1), ("cluster", "brokers", 1))
@@ -49,10 +52,14 @@ def _violations(run: dict[str, Any]) -> set[str]:
 
 
 def shrink(run_json: str, out_path: str | None = None, max_runs: int = 200,
-           on_step: Callable[[str], None] = lambda msg: None) -> ShrinkResult:
-    with open(run_json) as f:
-        run = json.load(f)
-    original = load_scenario(run["scenario_path"])
+           on_step: Callable[[str], None] = lambda msg: None, run: dict[str, Any] | None = None,
+           on_note: Callable[[str], None] = lambda msg: None) -> ShrinkResult:
+    """`run`: run_json already read (else it is read here). The scenario shrunk is the one the
+    run ran (run.json's stored text; `on_note` hears when the file has changed since)."""
+    if run is None:
+        with open(run_json) as f:
+            run = json.load(f)
+    original = scenario_of_run(run, on_note)
     seed = int(run["seed"])
     target = _violations(run)
     if not target:
@@ -63,9 +70,10 @@ def shrink(run_json: str, out_path: str | None = None, max_runs: int = 200,
 
     def fails(candidate: Scenario) -> bool:
         nonlocal runs
-        if runs >= max_runs:
-            return False
+        if runs >= max_runs or not is_valid(candidate):
+            return False  # a candidate the scenario checks refuse would test something else
         runs += 1
+        candidate.text = dump_scenario(candidate)  # its run.json replays without a file
         # The failing run's seeded bugs, if any, stay on.
         res = run_scenario(candidate, seed, os.path.join(work_dir, f"try-{runs}"), seeded_bugs)
         ok = bool(_violations(res.run) & target)
@@ -85,6 +93,14 @@ def shrink(run_json: str, out_path: str | None = None, max_runs: int = 200,
                                     f"the original run's violations: {', '.join(sorted(target))}"
                                     + (f" (with {SEEDED_BUGS_ENV}={','.join(seeded_bugs)})" if seeded_bugs else "")))
     return ShrinkResult(original, best, runs, sorted(target), path)
+
+
+def is_valid(s: Scenario) -> bool:
+    try:
+        check_scenario(s, lambda key, why: ScenarioError(f"{key}: {why}"))
+    except ScenarioError:
+        return False
+    return True
 
 
 def _drop_faults(s: Scenario, fails: Callable[[Scenario], bool]) -> bool:

@@ -1,17 +1,20 @@
-"""`kafkasim sweep`: many (scenario, seed) runs in local worker processes, a rich progress bar,
-JUnit XML for CI, and a non-zero exit on any violation."""
+"""`kafkasim sweep`: many (scenario, seed) runs in local worker processes, a progress line on
+stderr, JUnit XML for CI, and a non-zero exit on any violation. Interrupted (Ctrl-C, SIGTERM),
+it stops its workers at once; the runs that finished keep their run.json and JUnit case, the
+unfinished ones get neither."""
 
 from __future__ import annotations
 
 import os
+import sys
 from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 from xml.sax.saxutils import escape, quoteattr
 
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
-
-from kafkasim.harness.host import run_in_processes
+from kafkasim.harness.host import run_in_processes, wall_seconds
+from kafkasim.harness.progress import ProgressLine, sweep_text
+from kafkasim.harness.repro import replay_command, repro_command
 from kafkasim.harness.runner import default_out_dir, run_scenario
 from kafkasim.harness.scenario import load_scenario
 
@@ -46,6 +49,7 @@ def run_job(job: Job) -> dict[str, Any]:
     result = run_scenario(scenario, job.seed, default_out_dir(scenario, job.seed, job.reports_dir), job.seeded_bugs)
     run = result.run
     return {"scenario": run["scenario"], "path": job.scenario_path, "seed": job.seed, "verdict": run["verdict"],
+            "repro": repro_command(run), "replay": replay_command(os.path.join(result.out_dir, "run.json")),
             "trace_hash": run["trace_hash"], "out_dir": result.out_dir, "wall_s": run["stats"]["wall_time_s"],
             "violations": [c["name"] for c in run["checks"] if not c["ok"] and not c["expected"]],
             "expected": [c["name"] for c in run["checks"] if not c["ok"] and c["expected"]]}
@@ -59,20 +63,20 @@ def sweep(path: str, seeds: list[int], jobs: int, reports_dir: str, junit: str |
     bugs = tuple(sorted(seeded_bugs))
     work = [Job(f, s, reports_dir, bugs) for f in files for s in seeds]
     results: list[dict[str, Any]] = []
-    columns = (TextColumn("[bold]sweep"), BarColumn(), MofNCompleteColumn(),
-               TextColumn("{task.fields[failed]} failing"), TimeElapsedColumn())
-    with Progress(*columns, transient=False) as progress:
-        task = progress.add_task("runs", total=len(work), failed=0)
+    progress = ProgressLine(sys.stderr, wall_seconds)
 
-        def done(job: Job, res: dict[str, Any]) -> None:
-            results.append(res)
-            failed = sum(1 for r in results if r["verdict"] != "pass")
-            progress.update(task, advance=1, failed=failed)
+    def done(job: Job, res: dict[str, Any]) -> None:
+        results.append(res)
+        failed = sum(1 for r in results if r["verdict"] != "pass")
+        progress.show(sweep_text(len(results), len(work), failed, progress.elapsed()), force=len(results) == len(work))
 
+    try:
         run_in_processes(run_job, work, jobs, done)
-    results.sort(key=lambda r: (r["scenario"], r["seed"]))
-    if junit:
-        write_junit(junit, results)
+    finally:  # interrupted too: the finished runs keep their JUnit cases
+        progress.close()
+        results.sort(key=lambda r: (r["scenario"], r["seed"]))
+        if junit:
+            write_junit(junit, results)
     return results
 
 
@@ -90,8 +94,8 @@ def write_junit(path: str, results: list[dict[str, Any]]) -> None:
                 lines.append(case + "/>")
                 continue
             msg = "violations: " + ", ".join(r["violations"])
-            repro = f"kafkasim run {r['path']} --seed {r['seed']}"
-            lines += [case + ">", f"      <failure message={quoteattr(msg)}>{escape(repro)}"
+            lines += [case + ">", f"      <failure message={quoteattr(msg)}>{escape(r['repro'])}"
+                      f"\nor, from the recorded scenario text: {escape(r['replay'])}"
                       f"\ntrace hash {escape(r['trace_hash'])}\nreport {escape(r['out_dir'])}</failure>",
                       "    </testcase>"]
         lines.append("  </testsuite>")

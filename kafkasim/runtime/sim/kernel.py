@@ -168,6 +168,8 @@ class SimTask(Task):
                     self._finish(True, stop.value)
                     return
                 except BaseException as exc:  # the coroutine ended with an exception
+                    if _stops_the_process(exc):
+                        raise  # Ctrl-C / SystemExit stop the whole run; never a task's error
                     self._finish(False, exc)
                     return
                 if not isinstance(nxt, simpy.Event):
@@ -201,8 +203,9 @@ class SimTask(Task):
         prev, self._kernel.current = self._kernel.current, self._owner
         try:
             self._coro.close()
-        except BaseException:  # cleanup code that touched the dead node's runtime
-            pass
+        except BaseException as exc:  # cleanup code that touched the dead node's runtime
+            if _stops_the_process(exc):
+                raise
         finally:
             self._kernel.current = prev
         self._owner.tasks.pop(self._id, None)
@@ -255,6 +258,8 @@ class SimKernel:
             try:
                 fn()
             except BaseException as exc:
+                if _stops_the_process(exc):
+                    raise
                 self._record_failure(owner.name, "timer", exc)
             finally:
                 self.current = prev
@@ -315,6 +320,14 @@ class SimKernel:
 
     def run(self, until_ms: float | None = None) -> None:
         self.env.run(until=until_ms)
+
+
+def _stops_the_process(exc: BaseException) -> bool:
+    """KeyboardInterrupt, SystemExit and their like (a BaseException that is not an Exception)
+    belong to whoever runs the simulation, not to the task they happened to land in: they
+    propagate out of env.run(). Cancelled (asyncio's CancelledError, also a BaseException) is
+    the one such exception tasks own."""
+    return not isinstance(exc, (Exception, Cancelled))
 
 
 def _run_held(fn: Callable[[], None]) -> Callable[[simpy.Event], None]:
