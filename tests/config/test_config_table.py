@@ -121,9 +121,9 @@ def test_an_unknown_name_is_an_error_with_a_suggestion() -> None:
 
 
 @pytest.mark.parametrize("config,message", [
-    ("num.partitons=3", "kafkasim serve: --config: unknown broker config 'num.partitons' "
+    ("num.partitons=3", "kafkasim: serve: --config: unknown broker config 'num.partitons' "
                         "(did you mean 'num.partitions'?)"),
-    ("num.partitions=x", "kafkasim serve: --config: Invalid value x for configuration num.partitions"),
+    ("num.partitions=x", "kafkasim: serve: --config: Invalid value x for configuration num.partitions"),
 ])
 def test_serve_refuses_a_bad_config_with_exit_2(config: str, message: str, tmp_path: Any,
                                                 capsys: pytest.CaptureFixture[str]) -> None:
