@@ -5,7 +5,8 @@
 Reads ``common/message/*.json`` straight out of ``kafka-clients-<v>.jar`` (every request,
 response and header, plus ConsumerProtocolSubscription/Assignment) and the ``__consumer_offsets``
 records out of ``kafka-group-coordinator-<v>.jar`` (the ``__transaction_state`` ones out of
-``kafka-transaction-coordinator-<v>.jar``, which Maven fetches with kafka_2.13), and writes one Python module per API pair
+``kafka-transaction-coordinator-<v>.jar``, which Maven fetches with kafka_2.13), and writes one
+Python module per API pair
 (``produce.py`` holds ``ProduceRequest`` and ``ProduceResponse``), ``headers.py``,
 ``consumer_protocol.py``, ``consumer_offsets.py`` and ``__init__.py`` (the index ``api.py``
 builds its registry from).
