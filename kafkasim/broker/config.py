@@ -74,7 +74,28 @@ class GroupCoordinatorConfig:
 
 
 @dataclass
-class BrokerConfig(GroupCoordinatorConfig, ControllerConfig, ReplicationConfig):
+class TransactionConfig:
+    """Kafka's TransactionConfig (the transaction coordinator's and its log's configs)."""
+
+    transaction_state_log_num_partitions: int = setting("transaction.state.log.num.partitions")
+    transaction_state_log_replication_factor: int = setting("transaction.state.log.replication.factor",
+                                                            default=OFFSETS_TOPIC_REPLICATION_FACTOR)
+    # 1, as Kafka's shipped server.properties: Kafka's 2 fails every commit on a one-broker cluster.
+    transaction_state_log_min_isr: int = setting("transaction.state.log.min.isr", default=1)
+    transaction_state_log_segment_bytes: int = setting("transaction.state.log.segment.bytes")
+    transaction_state_log_load_buffer_size: int = setting("transaction.state.log.load.buffer.size")
+    transactional_id_expiration_ms: int = setting("transactional.id.expiration.ms")
+    transaction_max_timeout_ms: int = setting("transaction.max.timeout.ms")
+    transaction_abort_timed_out_transaction_cleanup_interval_ms: int = setting(
+        "transaction.abort.timed.out.transaction.cleanup.interval.ms")
+    transaction_remove_expired_transaction_cleanup_interval_ms: int = setting(
+        "transaction.remove.expired.transaction.cleanup.interval.ms")
+    transaction_partition_verification_enable: bool = setting("transaction.partition.verification.enable")
+    request_timeout_ms: int = setting("request.timeout.ms")
+
+
+@dataclass
+class BrokerConfig(TransactionConfig, GroupCoordinatorConfig, ControllerConfig, ReplicationConfig):
     """Every broker config: its own fields below, and those of the typed views it extends (each
     declared once, in the view the broker's part runs by)."""
 

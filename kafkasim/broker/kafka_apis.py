@@ -20,7 +20,10 @@ from kafkasim.broker.controller_apis import ControllerApis
 from kafkasim.broker.delayed_topic_ops import DelayedCreatePartitions
 from kafkasim.broker.group.apis import GroupApis
 from kafkasim.broker.group.apis import register as register_group_apis
+from kafkasim.broker.group.txn_offsets import register as register_txn_offset_commit
 from kafkasim.broker.replica_manager import FetchSpec
+from kafkasim.broker.transaction import apis as transaction_apis
+from kafkasim.broker.transaction.marker_append import append_coordinator_batch
 from kafkasim.broker.zk.kafka_zk_client import TopicError
 from kafkasim.protocol import api as A
 from kafkasim.protocol import errors as E
@@ -39,9 +42,9 @@ if TYPE_CHECKING:
     from kafkasim.broker.group.coordinator import GroupCoordinator
     from kafkasim.broker.metadata_cache import MetadataCache
     from kafkasim.broker.partition import Partition
-    from kafkasim.broker.producer_id_manager import ZkProducerIdManager
     from kafkasim.broker.replica_manager import ReplicaManager
     from kafkasim.broker.topic_admin import TopicAdmin
+    from kafkasim.broker.transaction.coordinator import TransactionCoordinator
     from kafkasim.broker.zk.kafka_zk_client import KafkaZkClient
     from kafkasim.runtime.api import NodeRuntime
 
@@ -66,7 +69,7 @@ class KafkaApis:
     def __init__(self, rt: NodeRuntime, config: BrokerConfig, replica_manager: ReplicaManager,
                  metadata_cache: MetadataCache, controller: KafkaController, topic_admin: TopicAdmin,
                  group_coordinator: GroupCoordinator, admin_manager: AdminManager,
-                 producer_id_manager: ZkProducerIdManager, kzk: KafkaZkClient,
+                 txn_coordinator: TransactionCoordinator, kzk: KafkaZkClient,
                  broker_epoch: Callable[[], int]) -> None:
         """`broker_epoch` is read per request (it changes when the broker re-registers)."""
         self.rt = rt
@@ -89,8 +92,16 @@ class KafkaApis:
         for key, handler in core.items():
             self.register(key, *CORE_VERSIONS[key], handler)
         register_group_apis(self, GroupApis(rt, config, metadata_cache, group_coordinator,
-                                            topic_admin.create_topic))
-        producer_id_manager_module.register(self, producer_id_manager)  # InitProducerId (the idempotent producer)
+                                            topic_admin.create_topic, txn_coordinator))
+        producer_id_manager_module.register(self, txn_coordinator)  # InitProducerId
+        register_txn_offset_commit(self, group_coordinator, metadata_cache)
+        # AddPartitionsToTxn, EndTxn, WriteTxnMarkers, ... (TxnOffsetCommit is the group's)
+        transaction_apis.register(self, transaction_apis.TransactionApis(
+            rt, txn_coordinator, metadata_cache, replica_manager, group_coordinator.partition_for,
+            group_coordinator.on_transaction_completed,
+            lambda topic, partition, batch, timeout: append_coordinator_batch(
+                rt, replica_manager, topic, partition, batch, timeout),
+            config.request_timeout_ms))
         # DeleteTopics, CreatePartitions, configs, DeleteRecords, ...
         admin_apis.register(self, AdminApis(rt, config, admin_manager, replica_manager, metadata_cache, kzk,
                                             topic_admin))

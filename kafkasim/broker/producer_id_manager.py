@@ -13,16 +13,17 @@ out the same id twice:
     BADVERSION someone else claimed one first, so read again and retry. (The znode is created
     empty by every broker at startup, `createTopLevelPaths`; empty data means "no block yet".)
 
-InitProducerId: without a transactional id (the idempotent producer) Kafka "always blindly
-accepts the request and returns a new producerId", epoch 0 — also for KIP-360 epoch-bump
-requests (v3+ carrying the old id/epoch). Transactions are not implemented: a request with a
-transactional id is answered TRANSACTIONAL_ID_AUTHORIZATION_FAILED, which every client treats
-as fatal, so a transactional producer fails at once instead of retrying forever.
+InitProducerId goes to the TransactionCoordinator (kafkasim.broker.transaction), as in Kafka:
+without a transactional id (the idempotent producer) it "always blindly accepts the request and
+returns a new producerId", epoch 0 — also for KIP-360 epoch-bump requests (v3+ carrying the old
+id/epoch); with one, it bumps that id's epoch. A producer id given without an epoch (or the
+reverse) is INVALID_REQUEST; PRODUCER_FENCED is INVALID_PRODUCER_EPOCH before v4.
 """
 
 from __future__ import annotations
 
 import json
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -43,11 +44,14 @@ from kafkasim.runtime.api import (
 
 if TYPE_CHECKING:
     from kafkasim.broker.api_registry import ApiRegistry
+    from kafkasim.broker.transaction.coordinator import TransactionCoordinator
 
 PRODUCER_ID_BLOCK_PATH = "/latest_producer_id_block"
 PRODUCER_ID_BLOCK_SIZE = 1000
 PRODUCER_ID_BLOCK_VERSION = 1
 MAX_PRODUCER_ID = 2**63 - 1
+NO_PRODUCER_ID = -1
+NO_PRODUCER_EPOCH = -1
 INIT_PRODUCER_ID_VERSIONS = (0, 5)  # v5 (KIP-890 TV2 signal) only matters for transactional ids
 
 
@@ -144,18 +148,17 @@ class ZkProducerIdManager:
 
 
 class InitProducerIdApi:
-    def __init__(self, manager: ZkProducerIdManager) -> None:
-        self.manager = manager
+    def __init__(self, coordinator: TransactionCoordinator) -> None:
+        self.coordinator = coordinator
 
     async def handle(self, header: RequestHeader, req: InitProducerIdRequest) -> Message:
-        if req.transactional_id is not None:
-            return self._response(E.TRANSACTIONAL_ID_AUTHORIZATION_FAILED, -1, -1)
-        try:
-            pid = await self.manager.generate_producer_id()
-        except (CoordinationError, ProducerIdsExhaustedError):
-            # Retriable for every client: it asks again (Kafka would say UNKNOWN_SERVER_ERROR).
-            return self._response(E.COORDINATOR_NOT_AVAILABLE, -1, -1)
-        return self._response(E.NONE, pid, 0)
+        pid, epoch = req.producer_id, req.producer_epoch
+        if (pid == NO_PRODUCER_ID) != (epoch == NO_PRODUCER_EPOCH):
+            return self._response(E.INVALID_REQUEST, NO_PRODUCER_ID, NO_PRODUCER_EPOCH)
+        expected = None if pid == NO_PRODUCER_ID else (pid, epoch)
+        r = await self.coordinator.handle_init_producer_id(req.transactional_id, req.transaction_timeout_ms, expected)
+        error = E.INVALID_PRODUCER_EPOCH if header.request_api_version < 4 and r.error == E.PRODUCER_FENCED else r.error
+        return self._response(error, r.producer_id, r.producer_epoch)
 
     @staticmethod
     def _response(error: int, producer_id: int, epoch: int) -> Message:
@@ -163,6 +166,17 @@ class InitProducerIdApi:
                                       producer_epoch=epoch)
 
 
-def register(apis: ApiRegistry, manager: ZkProducerIdManager) -> None:
+def producer_id_generator(manager: ZkProducerIdManager) -> Callable[[], Awaitable[tuple[int, int]]]:
+    """The coordinator's source of producer ids: (error, id). A ZooKeeper failure is retriable
+    for every client (Kafka would say UNKNOWN_SERVER_ERROR)."""
+    async def generate() -> tuple[int, int]:
+        try:
+            return E.NONE, await manager.generate_producer_id()
+        except (CoordinationError, ProducerIdsExhaustedError):
+            return E.COORDINATOR_NOT_AVAILABLE, NO_PRODUCER_ID
+    return generate
+
+
+def register(apis: ApiRegistry, coordinator: TransactionCoordinator) -> None:
     """Add InitProducerId to the broker's APIs (one call from KafkaApis)."""
-    apis.register(A.INIT_PRODUCER_ID, *INIT_PRODUCER_ID_VERSIONS, InitProducerIdApi(manager).handle)
+    apis.register(A.INIT_PRODUCER_ID, *INIT_PRODUCER_ID_VERSIONS, InitProducerIdApi(coordinator).handle)

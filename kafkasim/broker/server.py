@@ -20,17 +20,18 @@ import datetime
 import functools
 
 from kafkasim.broker.admin_apis import AdminManager
-from kafkasim.broker.config import BrokerConfig, ReplicationConfig
+from kafkasim.broker.config import BrokerConfig, ReplicationConfig, TransactionConfig
 from kafkasim.broker.controller.kafka_controller import KafkaController
 from kafkasim.broker.group.coordinator import GroupCoordinator
 from kafkasim.broker.group.manager import GROUP_METADATA_TOPIC_NAME
 from kafkasim.broker.kafka_apis import KafkaApis
 from kafkasim.broker.metadata_cache import MetadataCache
-from kafkasim.broker.producer_id_manager import ZkProducerIdManager
+from kafkasim.broker.producer_id_manager import ZkProducerIdManager, producer_id_generator
 from kafkasim.broker.purgatory import DelayedOperationPurgatory
 from kafkasim.broker.replica_manager import ReplicaManager
 from kafkasim.broker.socket_server import SocketServer
 from kafkasim.broker.topic_admin import TopicAdmin
+from kafkasim.broker.transaction.coordinator import TransactionCoordinator
 from kafkasim.broker.zk import zk_data as Z
 from kafkasim.broker.zk.kafka_zk_client import KafkaZkClient
 from kafkasim.broker.zk.zookeeper_client import ZooKeeperClient
@@ -86,6 +87,7 @@ class KafkaServer:
         self.socket_server: SocketServer | None = None
         self.controller: KafkaController | None = None
         self.group_coordinator: GroupCoordinator | None = None
+        self.txn_coordinator: TransactionCoordinator | None = None
         self.apis: KafkaApis | None = None
 
     @property
@@ -135,8 +137,16 @@ class KafkaServer:
         # to its leadership changes (leading an offsets partition = coordinating its groups).
         rm.leadership_listeners.append(coordinator.on_leadership_change)
         rm.resignation_listeners.append(functools.partial(_on_resignation, coordinator))
+        # The transaction coordinator, likewise: leading a __transaction_state partition =
+        # coordinating its transactional ids. Producer ids come from ZooKeeper blocks.
+        self.txn_coordinator = txn = TransactionCoordinator(
+            rt, cfg.view(TransactionConfig), cfg.broker_id, rm, cache,
+            producer_id_generator(ZkProducerIdManager(rt, cfg.broker_id, zk)))
+        rm.leadership_listeners.append(txn.on_leadership_change)
+        rm.resignation_listeners.append(txn.on_resignation_change)
+        txn.startup()
         self.apis = apis = KafkaApis(rt, cfg, rm, cache, controller, topic_admin, coordinator, admin_manager,
-                                     ZkProducerIdManager(rt, cfg.broker_id, zk), kzk, self._broker_epoch)
+                                     txn, kzk, self._broker_epoch)
         # Requests are processed only now, as Kafka's startProcessingRequests at the end of
         # startup: a client that connects earlier waits rather than seeing no topics.
         socket_server.enable_request_processing(apis)
@@ -193,6 +203,8 @@ class KafkaServer:
             self.socket_server.stop()
         # As KafkaServer.shutdown: the group coordinator stops (its expiration timers and
         # purgatories with it) before the replica manager closes the logs it writes to.
+        if self.txn_coordinator is not None:
+            self.txn_coordinator.shutdown()
         if self.group_coordinator is not None:
             self.group_coordinator.shutdown()
         if self.controller is not None:

@@ -4,7 +4,9 @@
 
 Reads ``common/message/*.json`` straight out of ``kafka-clients-<v>.jar`` (every request,
 response and header, plus ConsumerProtocolSubscription/Assignment) and the ``__consumer_offsets``
-records out of ``kafka-group-coordinator-<v>.jar``, and writes one Python module per API pair
+records out of ``kafka-group-coordinator-<v>.jar`` (the ``__transaction_state`` ones out of
+``kafka-transaction-coordinator-<v>.jar``, which Maven fetches with kafka_2.13), and writes one
+Python module per API pair
 (``produce.py`` holds ``ProduceRequest`` and ``ProduceResponse``), ``headers.py``,
 ``consumer_protocol.py``, ``consumer_offsets.py`` and ``__init__.py`` (the index ``api.py``
 builds its registry from).
@@ -35,8 +37,10 @@ MAX_VERSION = 0x7FFF  # open-ended "N+" ranges; Kafka versions are int16
 
 CLIENTS_JAR = "kafka-clients-{v}.jar"
 GROUP_COORDINATOR_JAR = "kafka-group-coordinator-{v}.jar"
+TRANSACTION_COORDINATOR_JAR = "kafka-transaction-coordinator-{v}.jar"  # __transaction_state records
 CONSUMER_PROTOCOL = ("ConsumerProtocolSubscription", "ConsumerProtocolAssignment")
 CONSUMER_OFFSETS = ("OffsetCommitKey", "OffsetCommitValue", "GroupMetadataKey", "GroupMetadataValue")
+TRANSACTION_LOG = ("TransactionLogKey", "TransactionLogValue")
 
 FIXED = {  # type -> (struct format char, size)
     "int8": ("b", 1),
@@ -782,7 +786,8 @@ def generate(lib_dir: Path, version: str = KAFKA_VERSION) -> dict[str, str]:
     """Return {module file name: source} for everything the jars define."""
     clients = lib_dir / CLIENTS_JAR.format(v=version)
     gc = lib_dir / GROUP_COORDINATOR_JAR.format(v=version)
-    for jar in (clients, gc):
+    tc = lib_dir / TRANSACTION_COORDINATOR_JAR.format(v=version)
+    for jar in (clients, gc, tc):
         if not jar.exists():
             raise FileNotFoundError(
                 f"{jar} not found; run: mvn -q -f real/maven/pom.xml dependency:copy-dependencies -DoutputDirectory=lib"
@@ -815,6 +820,11 @@ def generate(lib_dir: Path, version: str = KAFKA_VERSION) -> dict[str, str]:
         doc, src = gc_docs[name]
         modules.setdefault("consumer_offsets", []).append(parse_message(doc, src))
     jar_of["consumer_offsets"] = gc.name
+    tc_docs = load_jar_messages(tc, set(TRANSACTION_LOG))
+    for name in TRANSACTION_LOG:
+        doc, src = tc_docs[name]
+        modules.setdefault("transaction_log", []).append(parse_message(doc, src))
+    jar_of["transaction_log"] = tc.name
     # RequestHeader before ResponseHeader; consumer protocol in the order of the constant.
     modules["headers"].sort(key=lambda m: m.name != "RequestHeader")
     modules["consumer_protocol"].sort(key=lambda m: CONSUMER_PROTOCOL.index(m.name))

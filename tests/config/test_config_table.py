@@ -10,7 +10,13 @@ from typing import Any
 
 import pytest
 
-from kafkasim.broker.config import BrokerConfig, ControllerConfig, GroupCoordinatorConfig, ReplicationConfig
+from kafkasim.broker.config import (
+    BrokerConfig,
+    ControllerConfig,
+    GroupCoordinatorConfig,
+    ReplicationConfig,
+    TransactionConfig,
+)
 from kafkasim.config import (
     BROKER,
     BROKER_CONFIGS,
@@ -29,11 +35,12 @@ from kafkasim.storage.log_manager import LogManagerConfig
 
 pytestmark = pytest.mark.unit
 
-VIEWS = (ReplicationConfig, LogManagerConfig, ControllerConfig, GroupCoordinatorConfig)
+VIEWS = (ReplicationConfig, LogManagerConfig, ControllerConfig, GroupCoordinatorConfig, TransactionConfig)
 # BrokerConfig fields that are not Kafka configs: where it listens, and what server.properties set.
 NOT_CONFIGS = {"host", "port", "properties"}
 # Where kafkasim's default is not Kafka's (each explained where the field is declared).
-KAFKASIM_DEFAULTS = {"broker.id", "log.dirs", "listeners", "offsets.topic.replication.factor"}
+KAFKASIM_DEFAULTS = {"broker.id", "log.dirs", "listeners", "offsets.topic.replication.factor",
+                     "transaction.state.log.replication.factor", "transaction.state.log.min.isr"}
 
 
 def _python_type(key: ConfigKey) -> Any:

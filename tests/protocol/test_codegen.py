@@ -18,6 +18,7 @@ MESSAGES = REPO / "kafkasim" / "protocol" / "messages"
 JARS = [
     codegen.CLIENTS_JAR.format(v=codegen.KAFKA_VERSION),
     codegen.GROUP_COORDINATOR_JAR.format(v=codegen.KAFKA_VERSION),
+    codegen.TRANSACTION_COORDINATOR_JAR.format(v=codegen.KAFKA_VERSION),
 ]
 
 

@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING
 from kafkasim.broker.group.coordinator import GroupCoordinator, LeaveMember
 from kafkasim.broker.group.manager import GROUP_METADATA_TOPIC_NAME, PartitionData
 from kafkasim.broker.group.metadata import JoinGroupResult, OffsetAndMetadata, SyncGroupResult, TopicPartition
+from kafkasim.broker.transaction.transaction_log import TRANSACTION_STATE_TOPIC_NAME
 from kafkasim.broker.zk.kafka_zk_client import TopicError
 from kafkasim.protocol import api as A
 from kafkasim.protocol import errors as E
@@ -40,7 +41,8 @@ from kafkasim.protocol.primitives import Message
 if TYPE_CHECKING:
     from kafkasim.broker.api_registry import ApiRegistry, CreateTopic, Handler
     from kafkasim.broker.config import BrokerConfig
-    from kafkasim.broker.metadata_cache import MetadataCache
+    from kafkasim.broker.metadata_cache import MetadataCache, PartitionMeta
+    from kafkasim.broker.transaction.coordinator import TransactionCoordinator
     from kafkasim.runtime.api import NodeRuntime
 
 GROUP_VERSIONS: dict[int, tuple[int, int]] = {
@@ -94,12 +96,14 @@ def _message(code: int) -> str:
 
 class GroupApis:
     def __init__(self, rt: NodeRuntime, config: BrokerConfig, metadata_cache: MetadataCache,
-                 coordinator: GroupCoordinator, create_topic: CreateTopic) -> None:
+                 coordinator: GroupCoordinator, create_topic: CreateTopic,
+                 txn_coordinator: TransactionCoordinator | None = None) -> None:
         self.rt = rt
         self.config = config
         self.metadata_cache = metadata_cache
         self.coordinator = coordinator
         self.create_topic = create_topic
+        self.txn_coordinator = txn_coordinator
 
     # ---------------------------------------------------------------- FindCoordinator
     async def handle_find_coordinator(self, header: RequestHeader, req: FindCoordinatorRequest) -> Message:
@@ -120,9 +124,11 @@ class GroupApis:
     async def _get_coordinator(self, key_type: int, key: str, version: int) -> tuple[int, tuple[int, str, int]]:
         if key_type == COORDINATOR_TYPE_SHARE and version < 6:
             return E.INVALID_REQUEST, NO_NODE
+        if key_type == COORDINATOR_TYPE_TRANSACTION and self.txn_coordinator is not None:
+            return await self._get_txn_coordinator(self.txn_coordinator, key)
         if key_type != COORDINATOR_TYPE_GROUP:
-            # No transaction or share coordinator on this broker (yet): as Kafka answers while
-            # the coordinator's internal topic is unavailable.
+            # No share coordinator on this broker: as Kafka answers while the coordinator's
+            # internal topic is unavailable.
             return E.COORDINATOR_NOT_AVAILABLE, NO_NODE
         cache = self.metadata_cache
         meta = cache.topic(GROUP_METADATA_TOPIC_NAME)
@@ -131,7 +137,24 @@ class GroupApis:
             # Kafka does while the creation goes through; the client asks again.
             await self._create_offsets_topic()
             return E.COORDINATOR_NOT_AVAILABLE, NO_NODE
-        pm = meta.partitions.get(self.coordinator.partition_for(key))
+        return self._leader_of(meta.partitions.get(self.coordinator.partition_for(key)))
+
+    async def _get_txn_coordinator(self, txn: TransactionCoordinator, key: str) -> tuple[int, tuple[int, str, int]]:
+        """The leader of the id's `__transaction_state` partition, creating the topic on first use
+        with the configs Kafka's TransactionStateManager sets."""
+        meta = self.metadata_cache.topic(TRANSACTION_STATE_TOPIC_NAME)
+        if meta is None:
+            try:
+                await self.create_topic(TRANSACTION_STATE_TOPIC_NAME, txn.config.transaction_state_log_num_partitions,
+                                        txn.config.transaction_state_log_replication_factor, None,
+                                        txn.transaction_topic_configs())
+            except TopicError as exc:
+                self.rt.trace("transaction_topic_create_failed", error=exc.error_code)
+            return E.COORDINATOR_NOT_AVAILABLE, NO_NODE
+        return self._leader_of(meta.partitions.get(txn.partition_for(key)))
+
+    def _leader_of(self, pm: PartitionMeta | None) -> tuple[int, tuple[int, str, int]]:
+        cache = self.metadata_cache
         broker = cache.brokers.get(pm.leader) if pm is not None and pm.leader >= 0 else None
         if broker is None:
             return E.COORDINATOR_NOT_AVAILABLE, NO_NODE

@@ -38,6 +38,7 @@ from kafkasim.broker.group.metadata import (
     TopicPartition,
     plain_protocol_set,
 )
+from kafkasim.broker.group.txn_offsets import handle_txn_completion
 from kafkasim.broker.purgatory import DelayedOperationPurgatory, GroupJoinKey, GroupSyncKey, MemberKey
 from kafkasim.protocol import api as A
 from kafkasim.protocol import errors as E
@@ -551,6 +552,10 @@ class GroupCoordinator:
     def on_resignation(self, offset_topic_partition: int, coordinator_epoch: int | None) -> None:
         self.group_manager.remove_groups_for_partition(offset_topic_partition, coordinator_epoch,
                                                        self._on_group_unloaded)
+
+    def on_transaction_completed(self, producer_id: int, offsets_partitions: list[int], committed: bool) -> None:
+        """A transaction marker landed on these `__consumer_offsets` partitions (WriteTxnMarkers)."""
+        handle_txn_completion(self.group_manager, producer_id, offsets_partitions, committed)
 
     def on_leadership_change(self, topic: str, partition: int, leader_epoch: int) -> None:
         """ReplicaManager listener: leadership of an offsets partition means coordinatorship."""

@@ -240,6 +240,9 @@ class GroupMetadata:
         self.supported_protocols: dict[str, int] = {}
         self.offsets: dict[TopicPartition, CommitRecordMetadataAndOffset] = {}
         self.pending_offset_commits: dict[TopicPartition, OffsetAndMetadata] = {}
+        # TxnOffsetCommit: per producer id, offsets written but not visible until the commit
+        # marker reaches __consumer_offsets (kafkasim.broker.group.txn_offsets).
+        self.pending_transactional_offset_commits: dict[int, dict[TopicPartition, CommitRecordMetadataAndOffset]] = {}
         self.subscribed_topics: set[str] | None = None
         self.new_member_added = False
 
@@ -509,7 +512,8 @@ class GroupMetadata:
             del self.pending_offset_commits[tp]
 
     def has_pending_offset_commits_for(self, tp: TopicPartition) -> bool:
-        return tp in self.pending_offset_commits
+        return tp in self.pending_offset_commits or any(
+            tp in pending for pending in self.pending_transactional_offset_commits.values())
 
     def remove_all_offsets(self) -> dict[TopicPartition, OffsetAndMetadata]:
         return self.remove_offsets(list(self.offsets))
@@ -564,7 +568,8 @@ class GroupMetadata:
         return {tp: e.offset_and_metadata for tp, e in self.offsets.items()}
 
     def has_offsets(self) -> bool:
-        return bool(self.offsets) or bool(self.pending_offset_commits)
+        return (bool(self.offsets) or bool(self.pending_offset_commits)
+                or bool(self.pending_transactional_offset_commits))
 
     @classmethod
     def load_group(cls, group_id: str, initial_state: GroupState, generation_id: int, protocol_type: str,

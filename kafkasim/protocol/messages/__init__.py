@@ -92,6 +92,7 @@ from kafkasim.protocol.messages.share_group_describe import ShareGroupDescribeRe
 from kafkasim.protocol.messages.share_group_heartbeat import ShareGroupHeartbeatRequest, ShareGroupHeartbeatResponse
 from kafkasim.protocol.messages.stop_replica import StopReplicaRequest, StopReplicaResponse
 from kafkasim.protocol.messages.sync_group import SyncGroupRequest, SyncGroupResponse
+from kafkasim.protocol.messages.transaction_log import TransactionLogKey, TransactionLogValue
 from kafkasim.protocol.messages.txn_offset_commit import TxnOffsetCommitRequest, TxnOffsetCommitResponse
 from kafkasim.protocol.messages.unregister_broker import UnregisterBrokerRequest, UnregisterBrokerResponse
 from kafkasim.protocol.messages.update_features import UpdateFeaturesRequest, UpdateFeaturesResponse
@@ -363,6 +364,8 @@ ALL_MESSAGES = (
     StopReplicaResponse,
     SyncGroupRequest,
     SyncGroupResponse,
+    TransactionLogKey,
+    TransactionLogValue,
     TxnOffsetCommitRequest,
     TxnOffsetCommitResponse,
     UnregisterBrokerRequest,
