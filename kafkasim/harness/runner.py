@@ -22,6 +22,7 @@ from kafkasim.harness.host import code_version, wall_seconds
 from kafkasim.harness.inject import schedule_faults
 from kafkasim.harness.nemesis import with_concrete_faults
 from kafkasim.harness.scenario import Scenario
+from kafkasim.harness.timeline import write_timeline
 from kafkasim.harness.workload import History, run_consumer, run_producer
 from kafkasim.protocol import errors as E
 from kafkasim.runtime import seeded_bugs
@@ -169,6 +170,7 @@ def run_scenario(scenario: Scenario, seed: int, out_dir: str | None = None,
     run["stats"]["recoveries_checked"] = eyes.recovery.recoveries_checked
     with open(os.path.join(out_dir, "run.json"), "w") as f:
         json.dump(run, f, indent=2, sort_keys=True)
+    write_timeline(out_dir, history)  # per-request latency for the report's run page
     return RunResult(run, out_dir)
 
 
