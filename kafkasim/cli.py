@@ -151,12 +151,9 @@ def _cmd_load(args: argparse.Namespace) -> int:
 
 
 def _cmd_report(args: argparse.Namespace) -> int:
-    from kafkasim.report.console import format_console
-    from kafkasim.report.job import run_report
+    from kafkasim.report.command import report_command
 
-    result = run_report(args.reports_dir, args.out, args.master)
-    print(format_console(result))
-    return 0
+    return report_command(args.reports_dir, args.out, args.master, os.environ)
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -8,6 +8,7 @@ beside run.json after the run (it is not part of the trace, so trace hashes do n
    "sends": {"invoke_ms": [float, ...],          one entry per send, in invocation order
              "latency_ms": [float | null, ...],  complete - invoke; null when never answered
              "error": [int | null, ...]},        Kafka error code of the answer; null: no answer
+   "unanswered": int,                            sends never answered
    "polls_ms": [float, ...]}                     when each consumed record was returned
 
 Times are simulated milliseconds rounded to the microsecond.
@@ -30,14 +31,15 @@ def _ms(value: float) -> float:
 
 
 def timeline(history: History) -> dict[str, Any]:
-    answered = [s.ok is not None for s in history.sends]
+    answered = [s for s in history.sends if s.ok is not None]
     return {
         "version": VERSION,
         "sends": {
             "invoke_ms": [_ms(s.invoke_ms) for s in history.sends],
-            "latency_ms": [_ms(s.complete_ms - s.invoke_ms) if a else None for s, a in zip(history.sends, answered)],
-            "error": [s.error if a else None for s, a in zip(history.sends, answered)],
+            "latency_ms": [_ms(s.complete_ms - s.invoke_ms) if s.ok is not None else None for s in history.sends],
+            "error": [s.error if s.ok is not None else None for s in history.sends],
         },
+        "unanswered": len(history.sends) - len(answered),
         "polls_ms": [_ms(p.at_ms) for p in history.polls],
     }
 

@@ -203,5 +203,7 @@ def run_struct_type() -> Any:
             T.StructField("anomalies", T.ArrayType(anomaly)),
             T.StructField("stats", stats),
             T.StructField("faults", T.ArrayType(fault)),
+            # Optional (runs before seeded bugs existed lack it): null reads as no bugs.
+            T.StructField("seeded_bugs", T.ArrayType(T.StringType())),
         ]
     )
