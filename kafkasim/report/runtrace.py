@@ -105,9 +105,13 @@ def _first_time(detail: Any, depth: int = 0) -> float | None:
 
 
 def _value_of(detail: Mapping[str, Any]) -> str | None:
+    """The produced value an anomaly is about (its ack is the line to show), if it names one."""
     for key in ("value", "later"):
         if isinstance(detail.get(key), str):
             return str(detail[key])
+    values = detail.get("values")
+    if isinstance(values, list) and values and isinstance(values[0], str):
+        return values[0]  # inconsistent-offsets: the values read at one offset; the first one's ack
     return None
 
 
