@@ -112,9 +112,8 @@ def _quiet_jvm_env() -> Path:
 
 # Spark's defaults suit big data; a report reads a few hundred small files, so what costs is the
 # JVM's start and the first query's class loading and code generation. Measured on the 2-core
-# machine (bench/report_bench.py): C1-only JIT, no whole-stage codegen, no adaptive re-planning
-# and one shuffle partition roughly halve the time from start to first answer.
-_JVM_OPTIONS = "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC -Xss4m"
+# machine (bench/report_bench.py): no whole-stage codegen, no adaptive re-planning and one
+# shuffle partition save seconds; the JVM's own options (C1 only, a CDS archive) are in jvm.py.
 _SPARK_CONF = {
     "spark.ui.enabled": "false",
     "spark.ui.showConsoleProgress": "false",  # no [Stage 0:> ...] bars on stderr
@@ -127,7 +126,7 @@ _SPARK_CONF = {
 }
 
 
-def start_spark(master: str) -> Any:
+def start_spark(master: str, progress: Progress = _silent) -> Any:
     from pyspark.sql import SparkSession
 
     log4j = _quiet_jvm_env()
@@ -135,7 +134,15 @@ def start_spark(master: str) -> Any:
     for key, value in _SPARK_CONF.items():
         builder = builder.config(key, value)
     # The log4j file silences the JVM's startup banner/warnings before setLogLevel can run.
-    java_opts = f"-Dlog4j.configurationFile=file:{log4j} {_JVM_OPTIONS}"
+    import pyspark
+
+    from kafkasim.report.jvm import driver_java_options
+
+    jvm_opts = driver_java_options(os.environ, pyspark.__version__)
+    if "ArchiveClassesAtExit" in jvm_opts:
+        progress("first report here: the JVM writes its class archive as it exits (once, ~15 s; makes later "
+                 "reports' Spark start faster; KAFKASIM_REPORT_CDS=0 skips it)")
+    java_opts = f"-Dlog4j.configurationFile=file:{log4j} {jvm_opts}"
     spark = builder.config("spark.driver.extraJavaOptions", java_opts).getOrCreate()
     spark.sparkContext.setLogLevel("ERROR")
     return spark
@@ -385,7 +392,7 @@ def _compute_with_spark(master: str, paths: Sequence[Path], progress: Progress =
     # Don't stop a session the caller already had running (e.g. a notebook).
     owned = SparkSession.getActiveSession() is None
     progress(f"starting Spark ({master}); the JVM's start is most of a small report's time")
-    spark = start_spark(master)
+    spark = start_spark(master, progress)
     try:
         progress(f"Spark started; aggregating {len(paths)} runs")
         data = compute(spark, paths)
