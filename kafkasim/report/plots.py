@@ -83,11 +83,15 @@ def latency_png(scenarios: Sequence[Row]) -> bytes:
     ax.scatter(xs, p50, marker="o", label="p50", color="tab:blue", zorder=3)
     ax.scatter(xs, p99, marker="^", label="p99", color="tab:orange", zorder=3)
     ax.vlines(xs, p50, p99, color="#bbb", zorder=2)
+    finite = [v for v in p50 + p99 if not math.isnan(v) and v > 0]
+    # Whole decades: one scenario's 5-7 ms must not fill the axis as if it were a wide spread.
+    ax.set_ylim(10 ** math.floor(math.log10(min(finite))), 10 ** math.ceil(math.log10(max(finite)) + 1e-9))
     ax.grid(axis="y", which="major", color="#eee")
     _names_axis(ax, [s["scenario"] for s in scenarios])
+    ax.set_xlim(-0.5, len(scenarios) - 0.5)
     ax.set_ylabel("ms (log)")
     ax.set_title(title)
-    ax.legend(fontsize=8)
+    ax.legend(fontsize=8, loc="upper left")
     return _png(fig)
 
 
