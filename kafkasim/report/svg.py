@@ -197,21 +197,27 @@ def _spans(spans: Sequence[Span], axis: Axis, top: float, bottom: float) -> list
     for s in spans:
         x0, x1 = axis.x(s.start_ms), axis.x(s.end_ms)
         klass = "down" if s.label.endswith("down") or "down (" in s.label else "fault"
-        row = next((i for i, end in enumerate(label_rows) if end < x0), len(label_rows))
+        width = 6.2 * len(s.label)  # about 6 px per character at 11 px
+        # A label that would run past the plot's right edge ends at the edge instead.
+        if x0 + 3 + width < LEFT + PLOT_W:
+            tx, anchor, lx0 = x0 + 3, "start", x0 + 3
+        else:
+            tx, anchor, lx0 = LEFT + PLOT_W - 3, "end", LEFT + PLOT_W - 3 - width
+        row = next((i for i, end in enumerate(label_rows) if end < lx0), len(label_rows))
         if row == len(label_rows):
             label_rows.append(0.0)
-        label_rows[row] = x0 + 7 * len(s.label)
+        label_rows[row] = lx0 + width + 4
         title = f"{s.label}: {s.start_ms / 1000:.3f}–{s.end_ms / 1000:.3f} s"
         rect = (f'<rect x="{x0:.1f}" y="{top}" width="{max(x1 - x0, 1.5):.1f}" height="{bottom - top}" '
-                f'class="{klass}"/><text x="{x0 + 3:.1f}" y="{top + 12 + 12 * row}" class="spanlabel">'
-                f"{esc(s.label)}</text>")
+                f'class="{klass}"/><text x="{tx:.1f}" y="{top + 12 + 12 * row}" text-anchor="{anchor}" '
+                f'class="spanlabel">{esc(s.label)}</text>')
         out.append(_linked(rect, title, s.line))
     return out
 
 
 def timeline_svg(view: RunView) -> str:
     axis = Axis(view.sim_time_ms)
-    t_top = 22.0
+    t_top = 30.0
     l_top = t_top + THROUGHPUT_H + GAP
     e_top = l_top + LATENCY_H + GAP
     bottom = e_top + LANE_H * len(LANES)
@@ -238,10 +244,10 @@ def _anomaly_markers(view: RunView) -> list[Marker]:
 
 
 def _legend(top: float) -> str:
-    x = LEFT + PLOT_W - 330
+    x = LEFT + PLOT_W - 320
     items = []
     for i, (_, label, colour) in enumerate(SERIES):
-        xi = x + 110 * i
-        items.append(f'<line x1="{xi}" y1="{top + 10}" x2="{xi + 16}" y2="{top + 10}" stroke="{colour}" '
-                     f'stroke-width="2"/><text x="{xi + 20}" y="{top + 14}">{esc(label)}</text>')
+        xi, yi = x + 110 * i, top - 10  # beside the panel's title, above the shaded periods' labels
+        items.append(f'<line x1="{xi}" y1="{yi}" x2="{xi + 16}" y2="{yi}" stroke="{colour}" '
+                     f'stroke-width="2"/><text x="{xi + 20}" y="{yi + 4}">{esc(label)}</text>')
     return "".join(items)
