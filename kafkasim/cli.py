@@ -34,7 +34,7 @@ EXIT_USAGE = 2
 EXIT_INTERRUPTED = 130
 # serve and cluster handle SIGINT/SIGTERM themselves (a broker shuts down cleanly).
 INTERRUPTIBLE = ("run", "sweep", "replay", "shrink", "report", "load")
-JAVA_FIX = "install Java 17 (apt install openjdk-17-jre-headless) or set JAVA_HOME"
+JAVA_FIX = "apt install openjdk-17-jre-headless, or set JAVA_HOME"  # kafkasim.report.prereq says it
 
 
 class UsageError(Exception):
@@ -242,18 +242,6 @@ def _cmd_load(args: argparse.Namespace) -> int:
     return 0 if summary["lost"] == 0 and summary["duplicates"] == 0 else 1
 
 
-def find_java(env: dict[str, str]) -> str | None:
-    """The java PySpark would start: $JAVA_HOME/bin/java, else the first `java` on PATH."""
-    if env.get("JAVA_HOME"):
-        java = os.path.join(env["JAVA_HOME"], "bin", "java")
-        return java if os.path.isfile(java) and os.access(java, os.X_OK) else None
-    for d in env.get("PATH", "").split(os.pathsep):
-        java = os.path.join(d or ".", "java")
-        if os.path.isfile(java) and os.access(java, os.X_OK):
-            return java
-    return None
-
-
 def _quiet_interrupt_logs() -> None:
     """py4j logs a Ctrl-C that lands in a JVM call as an ERROR with its traceback (through the
     root logger, configuring it on first use); keep every other error, drop those."""
@@ -275,17 +263,10 @@ def _cmd_report(args: argparse.Namespace) -> int:
         _out_dir(args.out, "report: --out")
     if importlib.util.find_spec("pyspark") is None:
         raise UsageError("report: PySpark is not installed (pip install -e '.[report]')")
-    if find_java(dict(os.environ)) is None:
-        where = f"JAVA_HOME={os.environ['JAVA_HOME']} has no bin/java" if os.environ.get("JAVA_HOME") \
-            else "no java on PATH"
-        raise UsageError(f"report: PySpark needs Java ({where}): {JAVA_FIX}")
-    from kafkasim.report.console import format_console
-    from kafkasim.report.job import run_report
+    from kafkasim.report.command import report_command
 
     _quiet_interrupt_logs()
-    result = run_report(args.reports_dir, args.out, args.master)
-    print(format_console(result))
-    return 0
+    return report_command(args.reports_dir, args.out, args.master, os.environ)  # checks Java (17) first
 
 
 class _Version(argparse.Action):

@@ -25,6 +25,7 @@ from kafkasim.harness.inject import schedule_faults
 from kafkasim.harness.nemesis import with_concrete_faults
 from kafkasim.harness.repro import SEEDED_BUGS_ENV, repro_command
 from kafkasim.harness.scenario import Scenario
+from kafkasim.harness.timeline import write_timeline
 from kafkasim.harness.workload import History, run_consumer, run_producer
 from kafkasim.protocol import errors as E
 from kafkasim.runtime import seeded_bugs
@@ -187,6 +188,7 @@ def run_scenario(scenario: Scenario, seed: int, out_dir: str | None = None,
     tmp = run_json + ".tmp"
     with open(tmp, "w") as f:
         json.dump(run, f, indent=2, sort_keys=True)
+    write_timeline(out_dir, history)  # per-request latency for the report's run page
     os.replace(tmp, run_json)  # all or nothing: an interrupt mid-write leaves no verdict
     return RunResult(run, out_dir)
 

@@ -18,11 +18,13 @@ executors (a shared filesystem), as with any Spark file source.
 from __future__ import annotations
 
 import csv
+import json
 import os
 import tempfile
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
+from urllib.parse import unquote, urlparse
 
 from kafkasim.report import schema
 from kafkasim.report.model import (
@@ -36,6 +38,13 @@ from kafkasim.report.model import (
     ReportResult,
     Row,
 )
+
+Progress = Callable[[str], None]
+
+
+def _silent(_: str) -> None:
+    pass
+
 
 # --------------------------------------------------------------------------- files
 
@@ -55,19 +64,23 @@ def find_run_files(reports_dir: Path, out_dir: Path) -> list[Path]:
     return sorted(found)
 
 
-def validate_files(files: Iterable[Path], strict: bool) -> tuple[list[Path], list[InvalidRun]]:
-    valid: list[Path] = []
+def validate_files(files: Iterable[Path], strict: bool) -> tuple[dict[Path, dict[str, Any]], list[InvalidRun]]:
+    """The valid runs (path -> parsed run.json, kept for the run pages) and the invalid ones."""
+    valid: dict[Path, dict[str, Any]] = {}
     invalid: list[InvalidRun] = []
     for path in files:
         try:
-            schema.load_run(path)
+            valid[path] = schema.load_run(path)
         except ValueError as exc:
             if strict:
                 raise
             invalid.append(InvalidRun(str(path), str(exc)))
-        else:
-            valid.append(path)
     return valid, invalid
+
+
+def find_junit(reports_dir: Path) -> list[Path]:
+    """JUnit XML files a sweep wrote in the tree (`kafkasim sweep` writes OUT/junit.xml)."""
+    return sorted(p.resolve() for p in reports_dir.rglob("*.xml") if "junit" in p.name and p.is_file())
 
 
 # --------------------------------------------------------------------------- spark
@@ -97,22 +110,40 @@ def _quiet_jvm_env() -> Path:
     return path
 
 
-def start_spark(master: str) -> Any:
+# Spark's defaults suit big data; a report reads a few hundred small files, so what costs is the
+# JVM's start and the first query's class loading and code generation. Measured on the 2-core
+# machine (bench/report_bench.py): no whole-stage codegen, no adaptive re-planning and one
+# shuffle partition save seconds; the JVM's own options (C1 only, a CDS archive) are in jvm.py.
+_SPARK_CONF = {
+    "spark.ui.enabled": "false",
+    "spark.ui.showConsoleProgress": "false",  # no [Stage 0:> ...] bars on stderr
+    "spark.sql.shuffle.partitions": "1",
+    "spark.default.parallelism": "2",
+    "spark.sql.adaptive.enabled": "false",
+    "spark.sql.codegen.wholeStage": "false",
+    "spark.driver.host": "127.0.0.1",
+    "spark.driver.bindAddress": "127.0.0.1",
+}
+
+
+def start_spark(master: str, progress: Progress = _silent) -> Any:
     from pyspark.sql import SparkSession
 
     log4j = _quiet_jvm_env()
-    spark = (
-        SparkSession.builder.master(master)
-        .appName("kafkasim-report")
-        .config("spark.ui.enabled", "false")
-        .config("spark.ui.showConsoleProgress", "false")  # no [Stage 0:> ...] bars on stderr
-        .config("spark.sql.shuffle.partitions", "4")
-        .config("spark.driver.host", "127.0.0.1")
-        .config("spark.driver.bindAddress", "127.0.0.1")
-        # Silences the JVM's startup banner/warnings before setLogLevel can run.
-        .config("spark.driver.extraJavaOptions", f"-Dlog4j.configurationFile=file:{log4j}")
-        .getOrCreate()
-    )
+    builder = SparkSession.builder.master(master).appName("kafkasim-report")
+    for key, value in _SPARK_CONF.items():
+        builder = builder.config(key, value)
+    # The log4j file silences the JVM's startup banner/warnings before setLogLevel can run.
+    import pyspark
+
+    from kafkasim.report.jvm import driver_java_options
+
+    jvm_opts = driver_java_options(os.environ, pyspark.__version__)
+    if "ArchiveClassesAtExit" in jvm_opts:
+        progress("first report here: the JVM writes its class archive as it exits (once, ~15 s; makes later "
+                 "reports' Spark start faster; KAFKASIM_REPORT_CDS=0 skips it)")
+    java_opts = f"-Dlog4j.configurationFile=file:{log4j} {jvm_opts}"
+    spark = builder.config("spark.driver.extraJavaOptions", java_opts).getOrCreate()
     spark.sparkContext.setLogLevel("ERROR")
     return spark
 
@@ -142,6 +173,7 @@ def read_runs(spark: Any, paths: Sequence[Path]) -> Any:
         F.col("stats.consumed").alias("consumed"),
         F.col("stats.produce_latency_ms.p50").alias("latency_p50_ms"),
         F.col("stats.produce_latency_ms.p99").alias("latency_p99_ms"),
+        F.array_join(F.coalesce("seeded_bugs", F.array()), ",").alias("seeded_bugs"),
         F.size("anomalies").alias("anomalies_n"),
         F.size(anomaly_unexpected).alias("unexpected_anomalies"),
         F.array_join(F.transform(failed, lambda c: c["name"]), ";").alias("failed_checks"),
@@ -242,31 +274,52 @@ def fault_table(runs: Any) -> Any:
     )
 
 
-def _collect(df: Any, columns: Sequence[str], renames: dict[str, str] | None = None) -> list[Row]:
-    renames = renames or {}
-    out = []
-    for row in df.collect():
-        d = row.asDict()
-        out.append({c: d[renames.get(c, c)] for c in columns})
-    return out
+def _as_json(df: Any, table: str) -> Any:
+    from pyspark.sql import functions as F
+
+    return df.select(F.lit(table).alias("table"), F.to_json(F.struct(*df.columns)).alias("row"))
+
+
+def _plain_path(uri: str) -> str:
+    # Spark's _metadata.file_path is a URI ("file:/tmp/a%20b/run.json"); the tables show the path.
+    return unquote(urlparse(uri).path) if uri.startswith("file:") else uri
 
 
 def compute(spark: Any, paths: Sequence[Path]) -> ReportData:
-    runs = mark_flaky(read_runs(spark, paths)).cache()
-    run_rows = _collect(
-        runs.orderBy("scenario", "seed", "code_version", "run_path"),
-        SUMMARY_COLUMNS,
-        {"anomalies": "anomalies_n"},
-    )
-    data = ReportData(
-        runs=run_rows,
-        scenarios=_collect(scenario_table(runs), SCENARIO_COLUMNS),
-        anomalies=_collect(anomaly_table(runs), ANOMALY_COLUMNS),
-        checks=_collect(check_table(runs), CHECK_COLUMNS),
-        faults=_collect(fault_table(runs), FAULT_COLUMNS),
-    )
-    runs.unpersist()
-    return data
+    """All five tables in ONE Spark job: each table becomes (table name, row as JSON) and the
+    union is collected once. On small inputs every extra job costs scheduling and code
+    generation, not data (five collects took about twice as long as this one)."""
+    runs = mark_flaky(read_runs(spark, paths)).cache()  # five branches read it; parse the files once
+    tables = {
+        "runs": runs.drop("checks", "anomalies", "faults"),
+        "scenarios": scenario_table(runs),
+        "anomalies": anomaly_table(runs),
+        "checks": check_table(runs),
+        "faults": fault_table(runs),
+    }
+    union = None
+    for name, df in tables.items():
+        union = _as_json(df, name) if union is None else union.unionByName(_as_json(df, name))
+    assert union is not None
+    rows: dict[str, list[Row]] = {name: [] for name in tables}
+    for row in union.collect():
+        rows[row["table"]].append(json.loads(row["row"]))
+    for run in rows["runs"]:
+        run["anomalies"] = run.pop("anomalies_n", 0)
+        run["run_path"] = _plain_path(str(run.get("run_path", "")))
+    order = {
+        "runs": lambda r: (r["scenario"], r["seed"], r.get("code_version") or "", r["run_path"]),
+        "scenarios": lambda r: r["scenario"],
+        "anomalies": lambda r: (r["kind"], r["expected"]),
+        "checks": lambda r: (r["name"], r["expected"]),
+        "faults": lambda r: r["kind"],
+    }
+    columns = {"runs": SUMMARY_COLUMNS, "scenarios": SCENARIO_COLUMNS, "anomalies": ANOMALY_COLUMNS,
+               "checks": CHECK_COLUMNS, "faults": FAULT_COLUMNS}
+    done = {name: [{c: r.get(c) for c in columns[name]} for r in sorted(rows[name], key=order[name])]
+            for name in tables}
+    return ReportData(runs=done["runs"], scenarios=done["scenarios"], anomalies=done["anomalies"],
+                      checks=done["checks"], faults=done["faults"])
 
 
 # --------------------------------------------------------------------------- output
@@ -294,7 +347,19 @@ def write_csv(path: Path, columns: Sequence[str], rows: Iterable[Row]) -> None:
             writer.writerow([_cell(row[c]) for c in columns])
 
 
-def write_outputs(out_dir: Path, data: ReportData) -> dict[str, str]:
+def write_run_pages(out_dir: Path, root: Path, data: ReportData, docs: Mapping[Path, dict[str, Any]],
+                    progress: Progress) -> None:
+    from kafkasim.report.runpage import write_run_pages as write_one
+
+    by_path = {str(p): (p, doc) for p, doc in docs.items()}
+    for i, row in enumerate(data.runs, start=1):
+        path, doc = by_path[row["run_path"]]
+        data.links[row["run_path"]] = write_one(out_dir, root, path, doc, row)
+        if i % 10 == 0 or i == len(data.runs):
+            progress(f"run pages {i}/{len(data.runs)}")
+
+
+def write_outputs(out_dir: Path, data: ReportData, junit: Sequence[Path] = ()) -> dict[str, str]:
     from kafkasim.report.html import render_html
 
     out_dir.mkdir(parents=True, exist_ok=True)
@@ -309,6 +374,9 @@ def write_outputs(out_dir: Path, data: ReportData) -> dict[str, str]:
     for name, (columns, rows) in tables.items():
         write_csv(out_dir / name, columns, rows)
         paths[name] = str(out_dir / name)
+        data.files[name] = name
+    for xml in junit:
+        data.files[f"JUnit {xml.parent.name}/{xml.name}"] = Path(os.path.relpath(xml, out_dir)).as_posix()
     index = out_dir / schema.INDEX_HTML
     index.write_text(render_html(data), encoding="utf-8")
     paths[schema.INDEX_HTML] = str(index)
@@ -318,14 +386,18 @@ def write_outputs(out_dir: Path, data: ReportData) -> dict[str, str]:
 # --------------------------------------------------------------------------- entry
 
 
-def _compute_with_spark(master: str, paths: Sequence[Path]) -> ReportData:
+def _compute_with_spark(master: str, paths: Sequence[Path], progress: Progress = _silent) -> ReportData:
     from pyspark.sql import SparkSession
 
     # Don't stop a session the caller already had running (e.g. a notebook).
     owned = SparkSession.getActiveSession() is None
-    spark = start_spark(master)
+    progress(f"starting Spark ({master}); the JVM's start is most of a small report's time")
+    spark = start_spark(master, progress)
     try:
-        return compute(spark, paths)
+        progress(f"Spark started; aggregating {len(paths)} runs")
+        data = compute(spark, paths)
+        progress(f"aggregated: {len(data.runs)} runs, {len(data.scenarios)} scenarios")
+        return data
     finally:
         if owned:
             spark.stop()
@@ -337,21 +409,26 @@ def run_report(
     master: str = "local[*]",
     *,
     strict: bool = False,
+    progress: Progress = _silent,
 ) -> ReportResult:
     """Aggregate reports_dir/**/run.json into out_dir (default reports_dir/summary).
 
     Raises FileNotFoundError when reports_dir does not exist, and ValueError
     for a malformed run.json only when ``strict`` (see the module docstring).
+    ``progress`` is told each step (the CLI prints them on stderr).
     """
     root = Path(reports_dir)
     if not root.is_dir():
         raise FileNotFoundError(f"reports directory not found: {reports_dir}")
     out = Path(out_dir) if out_dir is not None else root / schema.SUMMARY_DIR
-    valid, invalid = validate_files(find_run_files(root, out), strict)
-    # Zero runs is a legitimate (empty) report; skip the ~10 s Spark start.
-    data = _compute_with_spark(master, valid) if valid else ReportData()
+    docs, invalid = validate_files(find_run_files(root, out), strict)
+    progress(f"{len(docs)} run.json found under {root}" + (f", {len(invalid)} invalid" if invalid else ""))
+    # Zero runs is a legitimate (empty) report; skip the Spark start.
+    data = _compute_with_spark(master, list(docs), progress) if docs else ReportData()
     data.invalid = invalid
-    paths = write_outputs(out, data)
+    write_run_pages(out, root, data, docs, progress)
+    paths = write_outputs(out, data, find_junit(root))
+    progress(f"wrote {paths[schema.INDEX_HTML]}")
     return ReportResult(
         out_dir=str(out.resolve()),
         paths={k: str(Path(v).resolve()) for k, v in paths.items()},

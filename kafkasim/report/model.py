@@ -15,7 +15,7 @@ Row = dict[str, Any]
 SUMMARY_COLUMNS = [
     "scenario", "seed", "code_version", "verdict", "trace_hash", "sim_time_ms", "wall_time_s",
     "ratio", "produced", "acked", "consumed", "latency_p50_ms", "latency_p99_ms", "anomalies",
-    "unexpected_anomalies", "failed_checks", "flaky", "scenario_path", "run_path",
+    "unexpected_anomalies", "failed_checks", "flaky", "scenario_path", "run_path", "seeded_bugs",
 ]  # fmt: skip
 SCENARIO_COLUMNS = [
     "scenario", "runs", "passes", "failures", "pass_rate", "flaky_seeds", "flaky_seed_list",
@@ -35,6 +35,16 @@ class InvalidRun:
     error: str
 
 
+@dataclass(frozen=True)
+class RunLinks:
+    """Hrefs (relative to the overview page) of one run's page and files; "" when absent."""
+
+    page: str
+    run_json: str
+    trace: str = ""
+    timeline: str = ""
+
+
 @dataclass
 class ReportData:
     """The computed tables, each a list of plain dicts in CSV column order."""
@@ -45,6 +55,8 @@ class ReportData:
     checks: list[Row] = field(default_factory=list)
     faults: list[Row] = field(default_factory=list)
     invalid: list[InvalidRun] = field(default_factory=list)
+    links: dict[str, RunLinks] = field(default_factory=dict)  # run_path -> its page and files
+    files: dict[str, str] = field(default_factory=dict)  # label -> href: the CSVs, JUnit XML found
 
     @property
     def failing_runs(self) -> list[Row]:

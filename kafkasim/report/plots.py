@@ -18,7 +18,7 @@ from matplotlib.ticker import MaxNLocator
 
 from kafkasim.report.model import Row
 
-_SIZE = (6.4, 3.2)
+_SIZE = (6.4, 3.6)
 _DPI = 80  # small PNGs: the page embeds them inline as base64
 
 
@@ -45,6 +45,10 @@ def _num(value: Any) -> float:
     return float("nan") if value is None else float(value)
 
 
+def _names_axis(ax: Any, names: Sequence[str]) -> None:
+    ax.set_xticks(range(len(names)), names, rotation=30, ha="right", fontsize=8)
+
+
 def pass_rate_png(scenarios: Sequence[Row]) -> bytes:
     fig, ax = _figure()
     title = "Pass rate per scenario"
@@ -52,32 +56,42 @@ def pass_rate_png(scenarios: Sequence[Row]) -> bytes:
         _no_data(ax, title, "no runs")
         return _png(fig)
     names = [s["scenario"] for s in scenarios]
-    rates = [s["pass_rate"] for s in scenarios]
+    rates = [float(s["pass_rate"]) for s in scenarios]
     colors = ["tab:green" if r == 1 else "tab:red" for r in rates]
-    ax.bar(names, rates, color=colors)
-    ax.set_ylim(0, 1.05)
+    # A 0 % scenario must not read as a gap: give it a visible stub and every bar its number.
+    ax.bar(range(len(names)), [max(r, 0.02) for r in rates], color=colors)
+    for x, r in enumerate(rates):
+        ax.text(x, max(r, 0.02) + 0.02, f"{r:.0%}", ha="center", va="bottom", fontsize=7)
+    ax.set_ylim(0, 1.15)
     ax.set_ylabel("pass rate")
     ax.set_title(title)
-    ax.tick_params(axis="x", labelrotation=30)
+    _names_axis(ax, names)
     return _png(fig)
 
 
 def latency_png(scenarios: Sequence[Row]) -> bytes:
     fig, ax = _figure()
-    title = "Produce latency per scenario (median over runs)"
+    title = "Produce latency per scenario (median run; log scale)"
     p50 = [_num(s["latency_p50_ms_median"]) for s in scenarios]
     p99 = [_num(s["latency_p99_ms_median"]) for s in scenarios]
-    if all(math.isnan(v) for v in p50 + p99):
+    if all(math.isnan(v) or v <= 0 for v in p50 + p99):
         _no_data(ax, title, "no acked records")
         return _png(fig)
     xs = range(len(scenarios))
-    width = 0.4
-    ax.bar([x - width / 2 for x in xs], p50, width, label="p50")
-    ax.bar([x + width / 2 for x in xs], p99, width, label="p99")
-    ax.set_xticks(list(xs), [s["scenario"] for s in scenarios], rotation=30)
-    ax.set_ylabel("ms")
+    # Log scale: a 5 ms steady state and a 30 s failover stall on one axis, both readable.
+    ax.set_yscale("log")
+    ax.scatter(xs, p50, marker="o", label="p50", color="tab:blue", zorder=3)
+    ax.scatter(xs, p99, marker="^", label="p99", color="tab:orange", zorder=3)
+    ax.vlines(xs, p50, p99, color="#bbb", zorder=2)
+    finite = [v for v in p50 + p99 if not math.isnan(v) and v > 0]
+    # Whole decades: one scenario's 5-7 ms must not fill the axis as if it were a wide spread.
+    ax.set_ylim(10 ** math.floor(math.log10(min(finite))), 10 ** math.ceil(math.log10(max(finite)) + 1e-9))
+    ax.grid(axis="y", which="major", color="#eee")
+    _names_axis(ax, [s["scenario"] for s in scenarios])
+    ax.set_xlim(-0.5, len(scenarios) - 0.5)
+    ax.set_ylabel("ms (log)")
     ax.set_title(title)
-    ax.legend()
+    ax.legend(fontsize=8, loc="upper left")
     return _png(fig)
 
 
@@ -107,13 +121,14 @@ def anomalies_png(anomalies: Sequence[Row]) -> bytes:
     counts = {(a["kind"], a["expected"]): a["count"] for a in anomalies}
     expected = [counts.get((k, True), 0) for k in kinds]
     unexpected = [counts.get((k, False), 0) for k in kinds]
-    ax.bar(kinds, expected, label="expected", color="tab:gray")
-    ax.bar(kinds, unexpected, bottom=expected, label="unexpected", color="tab:red")
+    xs = range(len(kinds))
+    ax.bar(xs, expected, label="expected (declared by the scenario)", color="#e0a030")
+    ax.bar(xs, unexpected, bottom=expected, label="unexpected (violations)", color="tab:red")
     ax.set_ylabel("count")
     ax.yaxis.set_major_locator(MaxNLocator(integer=True))
     ax.set_title(title)
-    ax.tick_params(axis="x", labelrotation=30)
-    ax.legend()
+    _names_axis(ax, kinds)
+    ax.legend(fontsize=8)
     return _png(fig)
 
 

@@ -51,6 +51,10 @@ TOP_LEVEL: Final[dict[str, tuple[type, ...]]] = {
     "stats": (dict,),
     "faults": (list,),
 }
+# Optional keys (runs written before they existed lack them); type-checked when present.
+OPTIONAL: Final[dict[str, tuple[type, ...]]] = {
+    "seeded_bugs": (list,),
+}
 CHECK_KEYS: Final[dict[str, tuple[type, ...]]] = {
     "name": (str,),
     "ok": (bool,),
@@ -126,6 +130,11 @@ def _check_verdict(path: Path | str, run: dict[str, Any]) -> None:
 def validate_run(run: Any, path: Path | str = "<run.json>") -> dict[str, Any]:
     """Check a parsed run.json against schema_version 1; return it unchanged."""
     _check_keys(path, run, TOP_LEVEL, "")
+    for key, types in OPTIONAL.items():
+        if key in run and not _type_ok(run[key], types):
+            raise _fail(path, key, f"expected {'/'.join(t.__name__ for t in types)}, got {type(run[key]).__name__}")
+    if not all(isinstance(b, str) for b in run.get("seeded_bugs", [])):
+        raise _fail(path, "seeded_bugs", "expected a list of names")
     if run["schema_version"] != SCHEMA_VERSION:
         raise _fail(path, "schema_version", f"unsupported version {run['schema_version']} (want {SCHEMA_VERSION})")
     if run["verdict"] not in VERDICTS:
@@ -203,5 +212,7 @@ def run_struct_type() -> Any:
             T.StructField("anomalies", T.ArrayType(anomaly)),
             T.StructField("stats", stats),
             T.StructField("faults", T.ArrayType(fault)),
+            # Optional (runs before seeded bugs existed lack it): null reads as no bugs.
+            T.StructField("seeded_bugs", T.ArrayType(T.StringType())),
         ]
     )

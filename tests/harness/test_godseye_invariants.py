@@ -162,7 +162,7 @@ def test_the_watchers_never_change_the_run(tmp_path: Path, seed: int, monkeypatc
     class Blind:
         def __init__(self, *_: Any) -> None:
             self.recovery = type("R", (), {"recoveries_checked": 0})()
-            self.bit_flips = type("B", (), {"partitions": set()})()
+            self.bit_flips = type("B", (), {"partitions": set(), "holes": set()})()
 
         def step(self) -> None:
             pass

@@ -129,7 +129,7 @@ def test_cases_cover_every_api_and_version() -> None:
     names = {c.__name__ for c, _ in CASES}
     for info in API_BY_KEY.values():
         assert info.request.__name__ in names and info.response.__name__ in names
-    assert len({c for c, _ in CASES}) == len(ALL_MESSAGES) == 2 * len(API_BY_KEY) + 2 + 2 + 4
+    assert len({c for c, _ in CASES}) == len(ALL_MESSAGES) == 2 * len(API_BY_KEY) + 2 + 2 + 4 + 2  # + TransactionLogKey/Value
     assert sum(1 for c, v in CASES if c.__name__ == "FetchRequest") == 18
 
 
@@ -246,6 +246,8 @@ def json_elem(spec: FieldSpec, t: str, x: Any, version: int, omit: bool = False)
 def java_class(cls: type[Message]) -> str:
     if cls.SCHEMA_NAME in ("OffsetCommitKey", "OffsetCommitValue", "GroupMetadataKey", "GroupMetadataValue"):
         return "org.apache.kafka.coordinator.group.generated." + cls.SCHEMA_NAME
+    if cls.SCHEMA_NAME in ("TransactionLogKey", "TransactionLogValue"):
+        return "org.apache.kafka.coordinator.transaction.generated." + cls.SCHEMA_NAME
     if cls.KIND == "data":
         return "org.apache.kafka.common.message." + cls.SCHEMA_NAME
     return "org.apache.kafka.common.message." + cls.SCHEMA_NAME + "Data"

@@ -134,12 +134,15 @@ def build_tree(root: Path) -> None:
     write_run(root, "summary", make_run("basic", 99))  # inside the output dir: must be skipped
 
 
+PROGRESS: list[str] = []  # what the module's one report told its progress callback
+
+
 @pytest.fixture(scope="module")
 def report(tmp_path_factory: pytest.TempPathFactory) -> tuple[ReportResult, float]:
     root = tmp_path_factory.mktemp("reports")
     build_tree(root)
     start = time.monotonic()
-    result = run_report(str(root), master="local[2]")
+    result = run_report(str(root), master="local[2]", progress=PROGRESS.append)
     return result, time.monotonic() - start
 
 
@@ -270,7 +273,7 @@ def test_html_tables_and_reproduce_commands(result: ReportResult) -> None:
         assert f'<table id="{table_id}">' in html
     scenarios = html.split('<table id="scenarios">')[1].split("</table>")[0]
     assert scenarios.count("<tr>") == 4  # header + 3 scenarios
-    assert "<td>partition</td>" in scenarios and '<td class="num">0.5</td>' in scenarios
+    assert "<td>partition</td>" in scenarios and '<td class="bad">50 %</td>' in scenarios
     failing = html.split('<table id="failing">')[1].split("</table>")[0]
     assert "<code>kafkasim run scenarios/partition.toml --seed 2</code>" in failing
     assert "<code>kafkasim run scenarios/partition.toml --seed 1</code>" in failing
@@ -305,6 +308,50 @@ def test_console_summary(result: ReportResult) -> None:
     assert "idle<&>" in text and "50.0%" in text
 
 
-def test_runtime_budget(report: tuple[ReportResult, float]) -> None:
-    # Spark cold start is ~10 s; the aggregation itself must stay small.
-    assert report[1] < 45
+
+def matrix_cells(html: str) -> dict[tuple[str, str], tuple[str, str, str]]:
+    """(scenario, seed) -> (cell classes, href, text) from the scenario x seed matrix."""
+    matrix = html.split('<table id="matrix"')[1].split("</table>")[0]
+    seeds = re.findall(r"<th>([^<]*)</th>", matrix.split("</tr>")[0])[1:]
+    cells = {}
+    for row in matrix.split("</tr>")[1:-1]:
+        scenario = re.search(r"<tr><th>([^<]*)</th>", row)
+        assert scenario is not None
+        tds = re.findall(r'<td class="([^"]*)"(?: title="[^"]*")?>(?:<a href="([^"]*)">([^<]*)</a>)?', row)
+        for seed, (klass, href, text) in zip(seeds, tds, strict=True):
+            cells[(scenario.group(1), seed)] = (klass, href, text)
+    return cells
+
+
+def test_matrix_labels_expected_anomalies_and_links_run_pages(result: ReportResult) -> None:
+    cells = matrix_cells(page(result))
+    assert cells[("basic", "1")][:1] == ("exp",) and cells[("basic", "1")][2] == "E"  # expected, not a failure
+    assert cells[("basic", "2")][0] == "ok" and cells[("partition", "2")][0] == "bad"
+    assert cells[("partition", "1")][0] == "bad flaky" and cells[("partition", "1")][2] == "✗×2"  # old run failed
+    assert cells[("basic", "4")][0] == "ok flaky"
+    assert cells[("idle&lt;&amp;&gt;", "2")][0] == "none"
+    out = Path(result.out_dir)
+    for klass, href, _ in cells.values():
+        if klass != "none":
+            assert (out / href).is_file(), href
+    basic1 = (out / cells[("basic", "1")][1]).read_text()
+    assert "PASS (expected anomalies)" in basic1 and "stale_read" in basic1 and "expected here" in basic1
+    assert "no trace.jsonl beside run.json" in basic1  # the synthetic runs have no trace: said, not crashed
+    assert '<a href="../../../../../runs/basic/seed-1/run.json">run.json</a>' in basic1
+
+
+def test_checks_show_expected_anomalies_as_expected(result: ReportResult) -> None:
+    checks = page(result).split('<table id="checks">')[1].split("</table>")[0]
+    rows = re.findall(r"<tr><td>linearizability</td><td class='(\w+)'>([^<]*)</td>", checks)
+    # Held where unexpected (partition, idle); where expected (basic) its anomaly is not a failure.
+    assert rows == [("ok", "held in every run"), ("exp", "expected anomaly, seen in 1 of 5 runs")]
+    durability = re.search(r"<tr><td>durability</td><td class='(\w+)'>([^<]*)</td>", checks)
+    assert durability is not None and durability.groups() == ("bad", "violated in 2 runs")
+
+
+def test_progress_is_reported(result: ReportResult) -> None:
+    lines = PROGRESS
+    assert lines[0].startswith("11 run.json found") and lines[0].endswith(", 1 invalid")
+    assert any(line.startswith("starting Spark (local[2])") for line in lines)
+    assert "aggregated: 11 runs, 3 scenarios" in lines
+    assert "run pages 10/11" in lines and "run pages 11/11" in lines and lines[-1].startswith("wrote ")

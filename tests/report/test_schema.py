@@ -128,7 +128,7 @@ def test_load_run_not_json(tmp_path: Path) -> None:
 def test_spark_schema_matches_validator() -> None:
     pytest.importorskip("pyspark")
     struct = schema.run_struct_type()
-    assert struct.fieldNames() == list(schema.TOP_LEVEL)
+    assert struct.fieldNames() == [*schema.TOP_LEVEL, *schema.OPTIONAL]
     stats = struct["stats"].dataType
     assert stats.fieldNames() == [*schema.STATS_KEYS, "produce_latency_ms"]
     assert stats["produce_latency_ms"].dataType.fieldNames() == list(schema.LATENCY_KEYS)
