@@ -41,7 +41,11 @@ from kafkasim.broker.purgatory import DelayedOperationPurgatory, TopicPartitionO
 from kafkasim.broker.replica_fetcher import PartitionFetchState, ReplicaFetcherManager
 from kafkasim.broker.zk import zk_data as Z
 from kafkasim.protocol import errors as E
+from kafkasim.records.batch import CREATE_TIME, LOG_APPEND_TIME, MAGIC_VALUE_V2, peek_magic
+from kafkasim.records.conversion import up_convert
+from kafkasim.records.errors import CorruptReason, CorruptRecordError
 from kafkasim.runtime.api import FileSystem, NodeRuntime, Task, ZkClient
+from kafkasim.storage.file_records import FileRecords
 from kafkasim.storage.log import AppendInfo, KafkaStorageError, LogConfig
 from kafkasim.storage.log_manager import LogManager
 
@@ -71,6 +75,8 @@ class FetchSpec:
     max_bytes: int
     current_leader_epoch: int = -1
     log_start_offset: int = -1     # a follower's
+    last_fetched_epoch: int = -1   # fetch v12+: checked against the log for divergence
+    min_one_message: bool = True   # fetch v0-v2: False (Kafka's hardMaxBytesLimit)
 
 
 @dataclass
@@ -79,6 +85,12 @@ class FetchResult:
     high_watermark: int = -1
     log_start_offset: int = -1
     records: Any = b""   # bytes, or FileRecords (regions of segment files)
+    diverging_epoch: tuple[int, int] | None = None   # (epoch, end offset) when the fetcher diverged
+
+    @property
+    def last_stable_offset(self) -> int:
+        # Without transactions the last stable offset is the high watermark.
+        return self.high_watermark
 
 
 @dataclass
@@ -336,6 +348,7 @@ class ReplicaManager:
         if p.offline:
             return PartitionAppendResult(E.KAFKA_STORAGE_ERROR, error_message="the log dir is offline")
         try:
+            records = self._up_convert(records, p.log.config)
             validated = validate_produce_records(records, p.log.config)  # the topic's max.message.bytes
             info = await p.append_records_to_leader(validated, required_acks)
         except AppendError as exc:
@@ -344,6 +357,20 @@ class ReplicaManager:
             self.on_storage_error()
             return PartitionAppendResult(E.KAFKA_STORAGE_ERROR, error_message=str(exc))
         return PartitionAppendResult(E.NONE, info.first_offset, p.log_start_offset, info=info)
+
+    def _up_convert(self, records: Any, config: LogConfig) -> Any:
+        """Produce v0-v2 may carry magic 0/1 message sets: Kafka's log holds only record batch
+        v2, so LogValidator converts them into one batch (compression.type decides the codec)."""
+        if records is None or len(records) < 17 or peek_magic(records, 0) == MAGIC_VALUE_V2:
+            return records
+        ts_type = LOG_APPEND_TIME if config.message_timestamp_type == "LogAppendTime" else CREATE_TIME
+        try:
+            return up_convert(records, topic_compression_type=config.compression_type, timestamp_type=ts_type,
+                              now_ms=int(self.rt.now_ms()))
+        except CorruptRecordError as exc:
+            code = E.CORRUPT_MESSAGE if exc.reason in (CorruptReason.CRC_MISMATCH, CorruptReason.BAD_LENGTH,
+                                                        CorruptReason.TRUNCATED) else E.INVALID_RECORD
+            raise AppendError(code, f"invalid message set: {exc}") from exc
 
     async def wait_for_replication(self, topic: str, partition: int, required_offset: int,
                                    deadline_ms: float) -> int:
@@ -381,17 +408,30 @@ class ReplicaManager:
                 continue
             assert p is not None
             leo = p.log_end_offset
+            diverging = self._diverging_epoch(p, s) if s.fetch_offset >= p.log_start_offset else None
+            if diverging is not None:
+                results.append(FetchResult(E.NONE, p.high_watermark, p.log_start_offset, b"", diverging))
+                continue
             if s.fetch_offset < p.log_start_offset or s.fetch_offset > leo:
                 results.append(FetchResult(E.OFFSET_OUT_OF_RANGE, p.high_watermark, p.log_start_offset))
                 continue
             if follower:
                 p.update_follower_fetch_state(replica_id, s.fetch_offset, s.log_start_offset, leo)
-            # fetch.max.bytes caps the response, but the first batch always goes out (KIP-74).
+            # fetch.max.bytes caps the response, but the first batch always goes out (KIP-74) —
+            # from fetch v3 on; v0-v2 have a hard limit (an oversized first batch reads nothing).
             budget = min(s.max_bytes, max_bytes - total) if total else s.max_bytes
+            if not s.min_one_message:
+                budget = min(s.max_bytes, max_bytes - total)
+            data: FileRecords | bytes
             try:
                 limit = leo if follower else None
-                data = p.read(s.fetch_offset, max(budget, 0), committed, max_offset=limit) \
-                    if budget > 0 or not total else b""
+                if not s.min_one_message:
+                    hard_limit = p.high_watermark if limit is None else limit
+                    data = p.log.read_records(s.fetch_offset, max(budget, 0), max_offset=hard_limit,
+                                              min_one_message=False)
+                else:
+                    data = p.read(s.fetch_offset, max(budget, 0), committed, max_offset=limit) \
+                        if budget > 0 or not total else b""
             except KafkaStorageError:
                 self.on_storage_error()
                 results.append(FetchResult(E.KAFKA_STORAGE_ERROR))
@@ -399,6 +439,19 @@ class ReplicaManager:
             total += len(data)
             results.append(FetchResult(E.NONE, p.high_watermark, p.log_start_offset, data))
         return results, total
+
+    @staticmethod
+    def _diverging_epoch(p: Partition, s: FetchSpec) -> tuple[int, int] | None:
+        """Partition.readRecords with a last fetched epoch: (epoch, end offset) of the largest
+        epoch <= it that this log knows, when it ends before the fetch offset or is older."""
+        if s.last_fetched_epoch < 0:
+            return None
+        code, epoch, end = p.last_offset_for_leader_epoch(s.current_leader_epoch, s.last_fetched_epoch)
+        if code != E.NONE or end < 0 or epoch < 0:
+            return None
+        if epoch < s.last_fetched_epoch or end < s.fetch_offset:
+            return epoch, end
+        return None
 
     async def fetch_messages(self, specs: list[FetchSpec], max_wait_ms: int, min_bytes: int, max_bytes: int,
                              committed: bool, replica_id: int = -1) -> list[FetchResult]:
