@@ -76,7 +76,9 @@ class FetchApi:
             results = await self.replica_manager.fetch_messages(specs, req.max_wait_ms, min(req.min_bytes, max_bytes),
                                                                 max_bytes, req.isolation_level == 1, replica_id)
         answered = [w for w in wanted if w.error == E.NONE]
-        refused = [w for w in wanted if w.error != E.NONE]
+        # Refused before the read, in Kafka's order: unknown topic ids, then unknown partitions.
+        refused = [w for w in wanted if w.error == E.UNKNOWN_TOPIC_ID]
+        refused += [w for w in wanted if w.error not in (E.NONE, E.UNKNOWN_TOPIC_ID)]
         parts = [(w, self._partition_data(w, r, version, req.isolation_level == 1, replica_id >= 0))
                  for w, r in zip(answered, results, strict=True)]
         parts += [(w, PD(partition_index=w.partition, error_code=w.error, high_watermark=-1, records=b""))
@@ -93,25 +95,30 @@ class FetchApi:
     def _resolve(self, req: FetchRequest, version: int) -> tuple[list[_Wanted], list[FetchSpec]]:
         cache = self.metadata_cache
         names = {m.topic_id: m.name for m in cache.topics.values() if m.topic_id != ZERO_UUID} if version >= 13 else {}
-        wanted: list[_Wanted] = []
-        specs: list[FetchSpec] = []
+        # A partition asked twice is asked once, where it first appeared, with its last fetch
+        # position (FetchRequest.fetchData builds a LinkedHashMap).
+        asked: dict[tuple[str | None, bytes, int], Any] = {}
         for t in req.topics:
             name = names.get(t.topic_id) if version >= 13 else t.topic
             topic_id = t.topic_id if version >= 13 else ZERO_UUID
             for p in t.partitions:
-                w = _Wanted(name, topic_id, p.partition, p.fetch_offset)
-                wanted.append(w)
-                meta = cache.topic(name) if name is not None else None
-                if name is None:
-                    w.error = E.UNKNOWN_TOPIC_ID
-                elif meta is None or p.partition not in meta.partitions:
-                    w.error = E.UNKNOWN_TOPIC_OR_PARTITION
-                else:
-                    specs.append(FetchSpec(name, p.partition, p.fetch_offset, p.partition_max_bytes,
-                                           p.current_leader_epoch if version >= 9 else -1,
-                                           p.log_start_offset if version >= 5 else -1,
-                                           last_fetched_epoch=p.last_fetched_epoch if version >= 12 else -1,
-                                           min_one_message=version >= 3))
+                asked[(name, topic_id, p.partition)] = p
+        wanted: list[_Wanted] = []
+        specs: list[FetchSpec] = []
+        for (name, topic_id, index), p in asked.items():
+            w = _Wanted(name, topic_id, index, p.fetch_offset)
+            wanted.append(w)
+            meta = cache.topic(name) if name is not None else None
+            if name is None:
+                w.error = E.UNKNOWN_TOPIC_ID
+            elif meta is None or index not in meta.partitions:
+                w.error = E.UNKNOWN_TOPIC_OR_PARTITION
+            else:
+                specs.append(FetchSpec(name, index, p.fetch_offset, p.partition_max_bytes,
+                                       p.current_leader_epoch if version >= 9 else -1,
+                                       p.log_start_offset if version >= 5 else -1,
+                                       last_fetched_epoch=p.last_fetched_epoch if version >= 12 else -1,
+                                       min_one_message=version >= 3))
         return wanted, specs
 
     def _partition_data(self, w: _Wanted, r: FetchResult, version: int, committed: bool, from_follower: bool) -> Any:

@@ -408,12 +408,15 @@ class ReplicaManager:
                 continue
             assert p is not None
             leo = p.log_end_offset
-            diverging = self._diverging_epoch(p, s) if s.fetch_offset >= p.log_start_offset else None
+            code, diverging = self._diverging_epoch(p, s)
+            if code == E.NONE and diverging is None and not p.log_start_offset <= s.fetch_offset <= leo:
+                code = E.OFFSET_OUT_OF_RANGE
+            if code != E.NONE:
+                # An error of the read: no offsets in the answer (Kafka's createLogReadResult).
+                results.append(FetchResult(code))
+                continue
             if diverging is not None:
                 results.append(FetchResult(E.NONE, p.high_watermark, p.log_start_offset, b"", diverging))
-                continue
-            if s.fetch_offset < p.log_start_offset or s.fetch_offset > leo:
-                results.append(FetchResult(E.OFFSET_OUT_OF_RANGE, p.high_watermark, p.log_start_offset))
                 continue
             if follower:
                 p.update_follower_fetch_state(replica_id, s.fetch_offset, s.log_start_offset, leo)
@@ -441,17 +444,21 @@ class ReplicaManager:
         return results, total
 
     @staticmethod
-    def _diverging_epoch(p: Partition, s: FetchSpec) -> tuple[int, int] | None:
-        """Partition.readRecords with a last fetched epoch: (epoch, end offset) of the largest
-        epoch <= it that this log knows, when it ends before the fetch offset or is older."""
+    def _diverging_epoch(p: Partition, s: FetchSpec) -> tuple[int, tuple[int, int] | None]:
+        """Partition.readRecords with a last fetched epoch (fetch v12+): the largest epoch <= it
+        that this log knows and where it ends — (epoch, end offset) when that ends before the
+        fetch offset or is an older epoch: the fetcher diverged. An epoch this log cannot place,
+        or a fetch offset below the log start, is OFFSET_OUT_OF_RANGE."""
         if s.last_fetched_epoch < 0:
-            return None
+            return E.NONE, None
         code, epoch, end = p.last_offset_for_leader_epoch(s.current_leader_epoch, s.last_fetched_epoch)
-        if code != E.NONE or end < 0 or epoch < 0:
-            return None
+        if code != E.NONE:
+            return code, None
+        if end < 0 or epoch < 0 or s.fetch_offset < p.log_start_offset:
+            return E.OFFSET_OUT_OF_RANGE, None
         if epoch < s.last_fetched_epoch or end < s.fetch_offset:
-            return epoch, end
-        return None
+            return E.NONE, (epoch, end)
+        return E.NONE, None
 
     async def fetch_messages(self, specs: list[FetchSpec], max_wait_ms: int, min_bytes: int, max_bytes: int,
                              committed: bool, replica_id: int = -1) -> list[FetchResult]:

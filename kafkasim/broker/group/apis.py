@@ -21,7 +21,8 @@ Versions advertised: exactly a ZooKeeper-mode Kafka 3.9.1 broker's. Per version:
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from kafkasim.broker.group.coordinator import GroupCoordinator, LeaveMember
 from kafkasim.broker.group.manager import GROUP_METADATA_TOPIC_NAME, PartitionData
@@ -75,6 +76,7 @@ GROUP_VERSIONS: dict[int, tuple[int, int]] = {
     A.CONSUMER_GROUP_DESCRIBE: (0, 0),
 }
 
+_Item = TypeVar("_Item")
 COORDINATOR_TYPE_GROUP = 0
 COORDINATOR_TYPE_TRANSACTION = 1
 COORDINATOR_TYPE_SHARE = 2
@@ -111,6 +113,37 @@ def register(apis: ApiRegistry, group_apis: GroupApis) -> None:
 def _message(code: int) -> str:
     """Kafka's Errors.message(): the exception's default message, or the name for NONE."""
     return "NONE" if code == E.NONE else E.ERRORS.get(code, E.ERRORS[E.UNKNOWN_SERVER_ERROR]).message
+
+
+def _java_string_hash(s: str) -> int:
+    h = 0
+    for unit in s.encode("utf-16-be").hex(" ", 2).split():   # UTF-16 code units, as Java's chars
+        h = (31 * h + int(unit, 16)) & 0xFFFFFFFF
+    return h
+
+
+def java_hash_map_order(items: list[_Item], key: Callable[[_Item], str]) -> list[_Item]:
+    """The iteration order of a java.util.HashMap<String, _> filled with `items` in order: by
+    bucket (spread hash & (capacity - 1); capacity 16, doubled past 3/4 full), then insertion."""
+    capacity = 16
+    while len(items) > capacity * 3 // 4:
+        capacity *= 2
+
+    def bucket(item: _Item) -> int:
+        h = _java_string_hash(key(item))
+        return (h ^ (h >> 16)) & (capacity - 1)
+    return sorted(items, key=bucket)   # sorted() is stable: insertion order within a bucket
+
+
+def _commit_response(order: list[TopicPartition], errors: dict[TopicPartition, int]) -> Message:
+    """OffsetCommitResponse.Builder: partitions in the order given (Kafka adds those refused by
+    the metadata check first, then the coordinator's answers), grouped by topic as first seen."""
+    T = OffsetCommitResponse.OffsetCommitResponseTopic
+    P = T.OffsetCommitResponsePartition
+    by_topic: dict[str, list[Any]] = {}
+    for tp in order:
+        by_topic.setdefault(tp.topic, []).append(P(partition_index=tp.partition, error_code=errors[tp]))
+    return OffsetCommitResponse(throttle_time_ms=0, topics=[T(name=t, partitions=ps) for t, ps in by_topic.items()])
 
 
 class GroupApis:
@@ -279,36 +312,30 @@ class GroupApis:
             instance = req.group_instance_id if version >= 7 else None
             errors.update(await self.coordinator.handle_commit_offsets(
                 req.group_id, req.member_id, instance, req.generation_id_or_member_epoch, offsets))
-        T = OffsetCommitResponse.OffsetCommitResponseTopic
-        P = T.OffsetCommitResponsePartition
-        topics = []
-        for t in req.topics:
-            topics.append(T(name=t.name, partitions=[
-                P(partition_index=p.partition_index, error_code=errors[TopicPartition(t.name, p.partition_index)])
-                for p in t.partitions]))
-        return OffsetCommitResponse(throttle_time_ms=0, topics=topics)
+        refused = [tp for tp in errors if tp not in offsets]
+        return _commit_response([*refused, *offsets], errors)
 
     async def _commit_offsets_to_zookeeper(self, req: OffsetCommitRequest) -> Message:
         """OffsetCommit v0: each known partition's offset to ZooKeeper, no group checks."""
-        T = OffsetCommitResponse.OffsetCommitResponseTopic
-        P = T.OffsetCommitResponsePartition
-        topics = []
+        errors: dict[TopicPartition, int] = {}
+        valid: list[tuple[TopicPartition, Any]] = []
         for t in req.topics:
             meta = self.metadata_cache.topic(t.name)
-            parts = []
             for p in t.partitions:
+                tp = TopicPartition(t.name, p.partition_index)
                 if meta is None or p.partition_index not in meta.partitions:
-                    code = E.UNKNOWN_TOPIC_OR_PARTITION
-                elif p.committed_metadata is not None and \
-                        len(p.committed_metadata) > self.config.offset_metadata_max_bytes:
-                    code = E.OFFSET_METADATA_TOO_LARGE
-                elif self.zk_offsets is None:
-                    code = E.COORDINATOR_NOT_AVAILABLE
+                    errors[tp] = E.UNKNOWN_TOPIC_OR_PARTITION
                 else:
-                    code = await self._zk_commit(req.group_id, t.name, p.partition_index, p.committed_offset)
-                parts.append(P(partition_index=p.partition_index, error_code=code))
-            topics.append(T(name=t.name, partitions=parts))
-        return OffsetCommitResponse(throttle_time_ms=0, topics=topics)
+                    valid.append((tp, p))
+        refused = list(errors)
+        for tp, p in valid:
+            if p.committed_metadata is not None and len(p.committed_metadata) > self.config.offset_metadata_max_bytes:
+                errors[tp] = E.OFFSET_METADATA_TOO_LARGE
+            elif self.zk_offsets is None:
+                errors[tp] = E.COORDINATOR_NOT_AVAILABLE
+            else:
+                errors[tp] = await self._zk_commit(req.group_id, tp.topic, tp.partition, p.committed_offset)
+        return _commit_response([*refused, *(tp for tp, _ in valid)], errors)
 
     async def _zk_commit(self, group: str, topic: str, partition: int, offset: int) -> int:
         assert self.zk_offsets is not None
@@ -341,9 +368,8 @@ class GroupApis:
         code, by_topic = self._fetch_group(req.group_id, require_stable, wanted)
         T = OffsetFetchResponse.OffsetFetchResponseTopic
         P = T.OffsetFetchResponsePartition
-        if code != E.NONE and version < 2:
-            # No top-level error before v2: every requested partition carries it.
-            by_topic = [(name, [(i, PartitionData(-1, -1, "", code)) for i in parts]) for name, parts in wanted or []]
+        # Before v2 there is no top-level error: a group error leaves the answer empty (Kafka 3.9's
+        # coordinator completes the group's future exceptionally; there are no partitions to carry it).
         topics = [T(name=name, partitions=[P(partition_index=i, committed_offset=d.offset, committed_leader_epoch=-1,
                                              metadata=d.metadata, error_code=d.error) for i, d in parts])
                   for name, parts in by_topic]
@@ -362,13 +388,14 @@ class GroupApis:
             meta = self.metadata_cache.topic(t.name)
             parts = []
             for i in t.partition_indexes:
-                offset, code = -1, E.NONE
+                offset, code = -1, E.UNKNOWN_TOPIC_OR_PARTITION   # OffsetFetchResponse.UNKNOWN_PARTITION
                 if meta is not None and i in meta.partitions:
                     offset, code = await self._zk_fetch(req.group_id, t.name, i)
                 parts.append(P(partition_index=i, committed_offset=offset, committed_leader_epoch=-1, metadata="",
                                error_code=code))
             topics.append(T(name=t.name, partitions=parts))
-        return OffsetFetchResponse(throttle_time_ms=0, topics=topics)
+        # Kafka gathers the topics in a java.util.HashMap: answer them in its iteration order.
+        return OffsetFetchResponse(throttle_time_ms=0, topics=java_hash_map_order(topics, lambda t: t.name))
 
     async def _zk_fetch(self, group: str, topic: str, partition: int) -> tuple[int, int]:
         if self.zk_offsets is None:
@@ -377,7 +404,7 @@ class GroupApis:
             found = await self.zk_offsets.get(group, topic, partition)
         except CoordinationError:
             return -1, E.UNKNOWN_SERVER_ERROR
-        return (-1 if found is None else found), E.NONE
+        return (-1, E.UNKNOWN_TOPIC_OR_PARTITION) if found is None else (found, E.NONE)
 
     def _fetch_group(self, group_id: str, require_stable: bool, wanted: list[tuple[str, list[int]]] | None
                      ) -> tuple[int, list[tuple[str, list[tuple[int, PartitionData]]]]]:
