@@ -125,12 +125,25 @@ class KafkaApis:
     async def handle_metadata(self, header: RequestHeader, req: MetadataRequest) -> Message:
         cache = self.metadata_cache
         version = header.request_api_version
+        T = MetadataResponse.MetadataResponseTopic
+        topics: list[Any] = []
         if req.topics is None or (version == 0 and not req.topics):
             names: list[str | None] = [*sorted(cache.topics)]
+        elif version < 12 and any(t.name is None or t.topic_id != ZERO_UUID for t in req.topics):
+            # Topic ids are looked up from v12 on; before, an id or a null name is an invalid request.
+            return _metadata_error(req, E.INVALID_REQUEST)
+        elif any(t.topic_id != ZERO_UUID for t in req.topics):
+            # By topic id (v12): unknown ids first, then the known ones by name.
+            by_id = {m.topic_id: m.name for m in cache.topics.values()}
+            ids = list(dict.fromkeys(t.topic_id for t in req.topics if t.topic_id != ZERO_UUID))
+            topics = [T(error_code=E.UNKNOWN_TOPIC_ID, name=None, topic_id=i, partitions=[])
+                      for i in ids if i not in by_id]
+            names = [by_id[i] for i in ids if i in by_id]
+        elif any(t.name is None for t in req.topics):
+            return _metadata_error(req, E.UNKNOWN_SERVER_ERROR)   # Kafka trips over the null name
         else:
-            names = [t.name for t in req.topics]
+            names = list(dict.fromkeys(t.name for t in req.topics))   # asked twice, answered once
         allow_create = req.allow_auto_topic_creation if version >= 4 else True
-        topics = []
         for name in names:
             topics.append(await self._topic_metadata(name, allow_create and self.config.auto_create_topics_enable))
         brokers = [MetadataResponse.MetadataResponseBroker(node_id=b.broker_id, host=b.host, port=b.port, rack=b.rack)
@@ -215,3 +228,11 @@ class KafkaApis:
                     r.error_code = E.REQUEST_TIMED_OUT
                     r.error_message = f"Timed out waiting for topic {name} to be created."
         return CreateTopicsResponse(throttle_time_ms=0, topics=results)
+
+
+def _metadata_error(req: MetadataRequest, code: int) -> Message:
+    """MetadataRequest.getErrorResponse: every asked topic with the error, nothing else."""
+    T = MetadataResponse.MetadataResponseTopic
+    return MetadataResponse(throttle_time_ms=0, brokers=[], cluster_id=None, controller_id=-1, topics=[
+        T(error_code=code, name=t.name or "", topic_id=t.topic_id, partitions=[]) for t in req.topics or []],
+        cluster_authorized_operations=-2147483648)
