@@ -10,6 +10,7 @@ which every client in scope uses.
 from __future__ import annotations
 
 import re
+from collections import Counter
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
@@ -17,6 +18,7 @@ from kafkasim.broker import admin_apis, controller_apis
 from kafkasim.broker import producer_id_manager as producer_id_manager_module
 from kafkasim.broker.admin_apis import AdminApis, AdminManager
 from kafkasim.broker.api_registry import Handler
+from kafkasim.broker.config_helper import topic_config_entries
 from kafkasim.broker.controller_apis import ControllerApis
 from kafkasim.broker.delayed_topic_ops import DelayedCreatePartitions
 from kafkasim.broker.fetch_api import FetchApi
@@ -74,6 +76,7 @@ class KafkaApis:
         self.controller = controller
         self.topic_admin = topic_admin
         self.group_coordinator = group_coordinator
+        self.admin_manager = admin_manager
         self.supported: dict[int, tuple[int, int]] = {}
         self.handlers: dict[int, Handler] = {}
         core: dict[int, Handler] = {
@@ -197,25 +200,33 @@ class KafkaApis:
         results = []
         waiting: list[tuple[Any, str, int]] = []
         is_controller = self.controller.is_active
+        counts = Counter(t.name for t in req.topics)
         for t in req.topics:
             assignment = {a.partition_index: list(a.broker_ids) for a in t.assignments} or None
             configs = {c.name: c.value for c in t.configs if c.value is not None}
+            if counts[t.name] > 1:
+                results.append(R(name=t.name, topic_id=ZERO_UUID, error_code=E.INVALID_REQUEST,
+                                 error_message="Found multiple entries for this topic.", num_partitions=-1,
+                                 replication_factor=-1, configs=[]))
+                continue
             if not is_controller:
                 results.append(R(name=t.name, topic_id=ZERO_UUID, error_code=E.NOT_CONTROLLER,
                                  error_message="This is not the correct controller for this cluster.",
-                                 num_partitions=-1, replication_factor=-1, configs=None))
+                                 num_partitions=-1, replication_factor=-1, configs=[]))
                 continue
             try:
                 n, rf = await self.topic_admin.create_topic(t.name, t.num_partitions, t.replication_factor, assignment,
                                              configs, validate_only=req.validate_only)
+                # From v5 the answer carries the topic's configs (ZkAdminManager.createTopics).
                 r = R(name=t.name, topic_id=ZERO_UUID, error_code=E.NONE, error_message=None, num_partitions=n,
-                      replication_factor=rf, configs=[])
+                      replication_factor=rf,
+                      configs=await self._created_topic_configs(configs) if header.request_api_version >= 5 else [])
                 results.append(r)
                 if not req.validate_only:
                     waiting.append((r, t.name, n))
             except TopicError as exc:
                 results.append(R(name=t.name, topic_id=ZERO_UUID, error_code=exc.error_code, error_message=str(exc),
-                                 num_partitions=-1, replication_factor=-1, configs=None))
+                                 num_partitions=-1, replication_factor=-1, configs=[]))
         if waiting and req.timeout_ms > 0:
             cache = self.metadata_cache
             op = DelayedCreatePartitions(cache, [(name, n) for _, name, n in waiting], req.timeout_ms)
@@ -228,6 +239,14 @@ class KafkaApis:
                     r.error_code = E.REQUEST_TIMED_OUT
                     r.error_message = f"Timed out waiting for topic {name} to be created."
         return CreateTopicsResponse(throttle_time_ms=0, topics=results)
+
+    async def _created_topic_configs(self, overrides: dict[str, str]) -> list[Any]:
+        """Every topic config with its value and source, as DescribeConfigs would describe the
+        new topic (ConfigHelper.createTopicConfigEntry without synonyms)."""
+        C = CreateTopicsResponse.CreatableTopicResult.CreatableTopicConfigs
+        entries = topic_config_entries(overrides, await self.admin_manager.broker_layers(), None)
+        return [C(name=e.name, value=e.value, read_only=e.read_only, config_source=e.source, is_sensitive=False)
+                for e in entries]
 
 
 def _metadata_error(req: MetadataRequest, code: int) -> Message:
