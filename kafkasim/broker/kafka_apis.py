@@ -1,10 +1,14 @@
 """KafkaApis: one handler per API key, turning a decoded request into a response message.
 
-What the broker ADVERTISES (ApiVersions) is exactly what the handlers implement, with minimums
-low enough for old clients (aiokafka refuses a broker whose minimum exceeds its maximum) and
-Fetch capped at 12 because topic IDs are not served end to end (clients send topic IDs from
-Fetch 13 on). Produce starts at 3 and Fetch at 4: the versions that carry record batch v2,
-which every client in scope uses.
+What the broker ADVERTISES (ApiVersions) is exactly what the handlers implement, and for every
+key it has it is Kafka 3.9.1's ZooKeeper-mode range (tests/broker/test_api_versions.py holds
+the two tables side by side). Old versions get Kafka's answers, not a newer version's: the
+data path's per-version rules live beside their handlers (produce_api.py, fetch_api.py,
+list_offsets_api.py); Metadata, ApiVersions and CreateTopics are here.
+
+Clients decide what they may do from these ranges — librdkafka, for one, only compresses
+gzip/snappy/lz4 when Produce v0 is in range — so a range narrower than Kafka's changes what
+third-party clients send, not only which versions they pick.
 """
 
 from __future__ import annotations

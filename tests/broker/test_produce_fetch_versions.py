@@ -36,7 +36,7 @@ from kafkasim.protocol.primitives import Message
 from kafkasim.records.batch import Record, build_batch, iter_batches, read_header
 from kafkasim.records.compression import CompressionType
 from kafkasim.records.legacy import build_legacy_message_set, iter_legacy_entries, iter_legacy_messages
-from kafkasim.runtime.api import ConnectionClosed, NodeRuntime, Stream
+from kafkasim.runtime.api import ConnectionClosed, Stream
 from kafkasim.runtime.sim.world import SimWorld
 
 pytestmark = pytest.mark.sim
@@ -73,7 +73,7 @@ def _run(body: Any) -> Any:
         T = CreateTopicsRequest.CreatableTopic
         await conn.call(CreateTopicsRequest(topics=[T(name=TOPIC, num_partitions=1, replication_factor=1)],
                                             timeout_ms=5000), 4)
-        out["result"] = await body(c.runtime, conn)
+        out["result"] = await body(conn, server)
 
     task = c.runtime.spawn(main())
     world.run(60_000)
@@ -102,7 +102,7 @@ def _code(resp: Any) -> tuple[int, int]:
 
 
 def test_produce_versions_take_what_kafka_takes() -> None:
-    async def body(rt: NodeRuntime, conn: Conn) -> Any:
+    async def body(conn: Conn, server: KafkaServer) -> Any:
         answers = [
             _code(await conn.call(_produce(build_legacy_message_set(RECORDS, magic=0)), 0)),
             _code(await conn.call(_produce(build_legacy_message_set(RECORDS, magic=1,
@@ -125,7 +125,7 @@ def test_produce_versions_take_what_kafka_takes() -> None:
 
 
 def test_fetch_v0_and_v3_down_convert_and_refuse_zstd() -> None:
-    async def body(rt: NodeRuntime, conn: Conn) -> Any:
+    async def body(conn: Conn, server: KafkaServer) -> Any:
         await conn.call(_produce(build_batch(RECORDS)), 9)
         await conn.call(_produce(build_batch(RECORDS, compression=CompressionType.ZSTD)), 9)
         v0 = (await conn.call(_fetch(1), 0)).responses[0].partitions[0]
@@ -143,7 +143,7 @@ def test_fetch_v0_and_v3_down_convert_and_refuse_zstd() -> None:
 
 
 def test_fetch_by_topic_id_and_the_diverging_epoch() -> None:
-    async def body(rt: NodeRuntime, conn: Conn) -> Any:
+    async def body(conn: Conn, server: KafkaServer) -> Any:
         await conn.call(_produce(build_batch(RECORDS)), 9)
         T = MetadataRequest.MetadataRequestTopic
         topic_id = (await conn.call(MetadataRequest(topics=[T(name=TOPIC)]), 12)).topics[0].topic_id
@@ -167,7 +167,7 @@ def test_fetch_by_topic_id_and_the_diverging_epoch() -> None:
 
 
 def test_list_offsets_v0_and_the_special_timestamps() -> None:
-    async def body(rt: NodeRuntime, conn: Conn) -> Any:
+    async def body(conn: Conn, server: KafkaServer) -> Any:
         await conn.call(_produce(build_batch(RECORDS)), 9)
         T = ListOffsetsRequest.ListOffsetsTopic
 
@@ -186,7 +186,7 @@ def test_list_offsets_v0_and_the_special_timestamps() -> None:
 
 
 def test_v0_offsets_live_in_zookeeper_and_kip848_is_refused() -> None:
-    async def body(rt: NodeRuntime, conn: Conn) -> Any:
+    async def body(conn: Conn, server: KafkaServer) -> Any:
         C = OffsetCommitRequest.OffsetCommitRequestTopic
         commit = await conn.call(OffsetCommitRequest(group_id="old", topics=[C(name=TOPIC, partitions=[
             C.OffsetCommitRequestPartition(partition_index=0, committed_offset=42),
@@ -194,26 +194,32 @@ def test_v0_offsets_live_in_zookeeper_and_kip848_is_refused() -> None:
         F = OffsetFetchRequest.OffsetFetchRequestTopic
         fetched = await conn.call(OffsetFetchRequest(group_id="old", topics=[F(name=TOPIC, partition_indexes=[0])]), 0)
         heartbeat = await conn.call(ConsumerGroupHeartbeatRequest(group_id="g", member_epoch=0), 0)
-        block = await conn.call(AllocateProducerIdsRequest(broker_id=0, broker_epoch=-5), 0)
+        stale = await conn.call(AllocateProducerIdsRequest(broker_id=0, broker_epoch=-5), 0)
+        epoch = server.broker_epoch
+        blocks = [await conn.call(AllocateProducerIdsRequest(broker_id=0, broker_epoch=epoch), 0) for _ in range(2)]
         try:
             await conn.call(EnvelopeRequest(request_data=b"x", client_host_address=b"\x7f\0\0\1"), 0)
             envelope = "answered"
         except ConnectionClosed:
             envelope = "closed"
-        return commit, fetched, heartbeat, block, envelope
+        return commit, fetched, heartbeat, stale, blocks, envelope
 
-    commit, fetched, heartbeat, block, envelope = _run(body)
+    commit, fetched, heartbeat, stale, blocks, envelope = _run(body)
     # The refused partition first, as Kafka's OffsetCommitResponse.Builder lists them.
     assert [(p.partition_index, p.error_code) for p in commit.topics[0].partitions] == \
         [(7, E.UNKNOWN_TOPIC_OR_PARTITION), (0, E.NONE)]
     assert [(p.committed_offset, p.error_code) for p in fetched.topics[0].partitions] == [(42, E.NONE)]
     assert heartbeat.error_code == E.UNSUPPORTED_VERSION
-    assert block.error_code == E.STALE_BROKER_EPOCH
+    assert stale.error_code == E.STALE_BROKER_EPOCH
+    # Blocks of 1000 claimed in ZooKeeper one after the other (the first may have gone to the
+    # broker's own producer id manager already, so only the step is fixed).
+    assert [b.error_code for b in blocks] == [0, 0] and [b.producer_id_len for b in blocks] == [1000, 1000]
+    assert blocks[1].producer_id_start == blocks[0].producer_id_start + 1000
     assert envelope == "closed"
 
 
 def test_read_header_of_stored_legacy_batch_is_v2() -> None:
-    async def body(rt: NodeRuntime, conn: Conn) -> Any:
+    async def body(conn: Conn, server: KafkaServer) -> Any:
         await conn.call(_produce(build_legacy_message_set(RECORDS, magic=1, compression=CompressionType.SNAPPY)), 1)
         return bytes((await conn.call(_fetch(0), 12)).responses[0].partitions[0].records)
 
