@@ -8,13 +8,14 @@ Per version (ProduceRequest.validateRecords, then the log's LogValidator):
   v3-v6   zstd is refused (UNSUPPORTED_COMPRESSION_TYPE): clients that can read zstd ask v7+.
   v10+    NOT_LEADER_OR_FOLLOWER carries the current leader, and the response its endpoint
           (KIP-951), so the producer can move without a metadata round trip.
-acks=0 gets no response at all.
+acks=0 gets no response at all — and when a partition failed, the connection is closed.
 """
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from kafkasim.broker.api_registry import CloseConnection
 from kafkasim.protocol import errors as E
 from kafkasim.protocol.messages.produce import ProduceRequest, ProduceResponse
 from kafkasim.records.batch import MAGIC_VALUE_V2, iter_batches, peek_magic
@@ -82,6 +83,11 @@ class ProduceApi:
                 part.error_code, part.base_offset = code, -1
                 rt.trace("produce_not_replicated", topic=topic, partition=index, error=code, required_offset=required)
         if acks == 0:
+            if any(part.error_code != E.NONE for topic in responses for part in topic.partition_responses):
+                # No response to carry the error: Kafka closes the connection, so the producer
+                # notices and refreshes its metadata.
+                rt.trace("connection_closed", reason="acks=0 produce failed")
+                raise CloseConnection("error in a produce request with acks=0")
             return None  # acks=0: the producer expects no response at all
         endpoints = self._leader_hints(req, responses) if version >= 10 else []
         return ProduceResponse(responses=responses, throttle_time_ms=0, node_endpoints=endpoints)

@@ -124,6 +124,22 @@ def test_produce_versions_take_what_kafka_takes() -> None:
     assert headers[0].max_timestamp == -1 and headers[1].max_timestamp == RECORDS[-1].timestamp_ms
 
 
+def test_a_failed_acks_0_produce_closes_the_connection() -> None:
+    async def body(conn: Conn, server: KafkaServer) -> Any:
+        header = RequestHeader(request_api_key=A.PRODUCE, request_api_version=9, correlation_id=1, client_id="t")
+        await conn.stream.write(encode_request(header, _produce(build_batch(RECORDS), acks=0)))   # fine: no answer
+        bad = _produce(build_batch(RECORDS), acks=0)
+        bad.topic_data[0].name = "no-such-topic"
+        await conn.stream.write(encode_request(header, bad))
+        try:
+            await conn.stream.read_frame(1 << 20)
+            return "answered"
+        except ConnectionClosed:
+            return "closed"
+
+    assert _run(body) == "closed"
+
+
 def test_fetch_v0_and_v3_down_convert_and_refuse_zstd() -> None:
     async def body(conn: Conn, server: KafkaServer) -> Any:
         await conn.call(_produce(build_batch(RECORDS)), 9)
