@@ -4,7 +4,7 @@
 - Produce v0/v2 take magic 0/1 message sets and store one record batch v2; v3+ refuse them
   (INVALID_RECORD) and v3-v6 refuse zstd (UNSUPPORTED_COMPRESSION_TYPE);
 - Fetch v0/v3 down-convert, v13+ go by topic id (UNKNOWN_TOPIC_ID), v12 answers a diverged
-  fetcher with diverging_epoch, a read error carries no offsets;
+  fetcher with diverging_epoch at once, a read error carries no offsets;
 - ListOffsets v0 lists segment offsets newest first;
 - OffsetCommit/OffsetFetch v0 keep offsets in ZooKeeper; the KIP-848 APIs are refused;
   AllocateProducerIds hands out a block; Envelope closes the connection.
@@ -36,7 +36,7 @@ from kafkasim.protocol.primitives import Message
 from kafkasim.records.batch import Record, build_batch, iter_batches, read_header
 from kafkasim.records.compression import CompressionType
 from kafkasim.records.legacy import build_legacy_message_set, iter_legacy_entries, iter_legacy_messages
-from kafkasim.runtime.api import ConnectionClosed, Stream
+from kafkasim.runtime.api import ConnectionClosed, NodeRuntime, Stream
 from kafkasim.runtime.sim.world import SimWorld
 
 pytestmark = pytest.mark.sim
@@ -46,8 +46,8 @@ RECORDS = [Record(1_700_000_000_000 + i, b"k%d" % i, b"v%d" % i) for i in range(
 
 
 class Conn:
-    def __init__(self, stream: Stream) -> None:
-        self.stream, self.corr = stream, 0
+    def __init__(self, stream: Stream, rt: NodeRuntime) -> None:
+        self.stream, self.rt, self.corr = stream, rt, 0
 
     async def call(self, req: Message, version: int) -> Any:
         self.corr += 1
@@ -69,7 +69,7 @@ def _run(body: Any) -> Any:
 
     async def main() -> None:
         await c.runtime.sleep(100)
-        conn = Conn(await c.runtime.net.connect("broker-0", 9092, 1000))
+        conn = Conn(await c.runtime.net.connect("broker-0", 9092, 1000), c.runtime)
         T = CreateTopicsRequest.CreatableTopic
         await conn.call(CreateTopicsRequest(topics=[T(name=TOPIC, num_partitions=1, replication_factor=1)],
                                             timeout_ms=5000), 4)
@@ -89,9 +89,9 @@ def _produce(records: bytes, acks: int = 1) -> ProduceRequest:
 
 
 def _fetch(offset: int, topic_id: bytes = bytes(16), last_fetched_epoch: int = -1, max_bytes: int = 1 << 20,
-           topic: str = TOPIC) -> FetchRequest:
+           topic: str = TOPIC, max_wait_ms: int = 10) -> FetchRequest:
     T = FetchRequest.FetchTopic
-    return FetchRequest(replica_id=-1, max_wait_ms=10, min_bytes=1, max_bytes=1 << 20, topics=[
+    return FetchRequest(replica_id=-1, max_wait_ms=max_wait_ms, min_bytes=1, max_bytes=1 << 20, topics=[
         T(topic=topic, topic_id=topic_id, partitions=[T.FetchPartition(
             partition=0, fetch_offset=offset, partition_max_bytes=max_bytes, last_fetched_epoch=last_fetched_epoch)])])
 
@@ -166,16 +166,20 @@ def test_fetch_by_topic_id_and_the_diverging_epoch() -> None:
         known = await conn.call(_fetch(0, topic_id), 13)
         unknown = await conn.call(_fetch(0, bytes(range(16))), 17)
         unplaced = await conn.call(_fetch(3, last_fetched_epoch=5), 12)
-        diverged = await conn.call(_fetch(5, last_fetched_epoch=0), 12)
+        start = conn.rt.monotonic_ms()
+        diverged = await conn.call(_fetch(5, last_fetched_epoch=0, max_wait_ms=20_000), 12)
+        waited = conn.rt.monotonic_ms() - start
         out_of_range = await conn.call(_fetch(99), 12)
-        return topic_id, known, unknown, unplaced, diverged, out_of_range
+        return topic_id, known, unknown, unplaced, (diverged, waited), out_of_range
 
-    topic_id, known, unknown, unplaced, diverged, out_of_range = _run(body)
+    topic_id, known, unknown, unplaced, (diverged, waited), out_of_range = _run(body)
     assert known.responses[0].topic_id == topic_id and len(bytes(known.responses[0].partitions[0].records)) > 0
     assert [(p.error_code, p.high_watermark) for p in unknown.responses[0].partitions] == [(E.UNKNOWN_TOPIC_ID, -1)]
     # An epoch the leader does not know: the fetcher's position cannot be placed.
     assert unplaced.responses[0].partitions[0].error_code == E.OFFSET_OUT_OF_RANGE
-    # Epoch 0 ends at 3 here, before the fetch offset: the fetcher must truncate (no error, no data).
+    # Epoch 0 ends at 3 here, before the fetch offset: the fetcher must truncate (no error, no
+    # data) — answered at once, not after max_wait_ms.
+    assert waited < 1000
     d = diverged.responses[0].partitions[0]
     assert (d.error_code, d.diverging_epoch.epoch, d.diverging_epoch.end_offset, bytes(d.records)) == (0, 0, 3, b"")
     p = out_of_range.responses[0].partitions[0]
