@@ -63,6 +63,11 @@ CORE_VERSIONS: dict[int, tuple[int, int]] = {
 }
 
 ZERO_UUID = bytes(16)
+AUTHORIZED_OPERATIONS_OMITTED = -2147483648
+# What Kafka answers without an authorizer: every operation that applies to a topic (READ, WRITE,
+# CREATE, DELETE, ALTER, DESCRIBE, DESCRIBE_CONFIGS, ALTER_CONFIGS) / to the cluster.
+TOPIC_AUTHORIZED_OPERATIONS_ALL = 3576
+CLUSTER_AUTHORIZED_OPERATIONS_ALL = 8096
 _SOFTWARE_NAME = re.compile(r"[a-zA-Z0-9](?:[a-zA-Z0-9\-.]*[a-zA-Z0-9])?")
 
 
@@ -152,12 +157,18 @@ class KafkaApis:
             names = list(dict.fromkeys(t.name for t in req.topics))   # asked twice, answered once
         allow_create = req.allow_auto_topic_creation if version >= 4 else True
         for name in names:
-            topics.append(await self._topic_metadata(name, allow_create and self.config.auto_create_topics_enable))
+            t = await self._topic_metadata(name, allow_create and self.config.auto_create_topics_enable)
+            # Without an authorizer every operation is allowed (v8+, when asked).
+            t.topic_authorized_operations = TOPIC_AUTHORIZED_OPERATIONS_ALL if version >= 8 and \
+                req.include_topic_authorized_operations else AUTHORIZED_OPERATIONS_OMITTED
+            topics.append(t)
         brokers = [MetadataResponse.MetadataResponseBroker(node_id=b.broker_id, host=b.host, port=b.port, rack=b.rack)
                    for b in sorted(cache.brokers.values(), key=lambda b: b.broker_id)]
+        cluster_ops = CLUSTER_AUTHORIZED_OPERATIONS_ALL if 8 <= version <= 10 and \
+            req.include_cluster_authorized_operations else AUTHORIZED_OPERATIONS_OMITTED
         return MetadataResponse(throttle_time_ms=0, brokers=brokers, cluster_id=cache.cluster_id,
                                 controller_id=cache.controller_id, topics=topics,
-                                cluster_authorized_operations=-2147483648)
+                                cluster_authorized_operations=cluster_ops)
 
     async def _topic_metadata(self, name: str | None, auto_create: bool) -> Any:
         T = MetadataResponse.MetadataResponseTopic

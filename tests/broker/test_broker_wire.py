@@ -90,6 +90,26 @@ def test_api_versions_v3_with_an_invalid_software_name_is_invalid_request() -> N
     assert resp.error_code == E.INVALID_REQUEST and resp.api_keys == []
 
 
+def test_metadata_authorized_operations_when_asked() -> None:
+    """No authorizer: every operation is allowed — reported from v8 when asked (the cluster's
+    only up to v10), omitted otherwise, as realkafka answers."""
+    async def body(rt: NodeRuntime) -> Any:
+        s = await rt.net.connect("broker-0", 9092, 1000)
+        T = MetadataRequest.MetadataRequestTopic
+        out = []
+        for corr, (version, ask) in enumerate([(8, True), (10, False), (11, True)], start=1):
+            req = MetadataRequest(topics=[T(name="none-such")], allow_auto_topic_creation=False,
+                                  include_cluster_authorized_operations=ask and version <= 10,
+                                  include_topic_authorized_operations=ask)
+            await s.write(_req(3, version, req, corr=corr))
+            frame = await s.read_frame(1 << 20)
+            resp = MetadataResponse.decode(frame[4 if version < 9 else 5:], version)
+            out.append((resp.cluster_authorized_operations, resp.topics[0].topic_authorized_operations))
+        return out
+
+    assert _with_broker(body) == [(8096, 3576), (-2**31, -2**31), (-2**31, 3576)]
+
+
 def test_malformed_and_oversized_requests_close_only_that_connection() -> None:
     async def body(rt: NodeRuntime) -> Any:
         good = await rt.net.connect("broker-0", 9092, 1000)
