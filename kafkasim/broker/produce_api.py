@@ -8,7 +8,9 @@ Per version (ProduceRequest.validateRecords, then the log's LogValidator):
   v3-v6   zstd is refused (UNSUPPORTED_COMPRESSION_TYPE): clients that can read zstd ask v7+.
   v10+    NOT_LEADER_OR_FOLLOWER carries the current leader, and the response its endpoint
           (KIP-951), so the producer can move without a metadata round trip.
-acks=0 gets no response at all — and when a partition failed, the connection is closed.
+Internal topics (__consumer_offsets, __transaction_state) take no client's writes
+(INVALID_TOPIC_EXCEPTION), only the admin client's. acks=0 gets no response at all — and when
+a partition failed, the connection is closed.
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from kafkasim.broker.api_registry import CloseConnection
+from kafkasim.broker.metadata_cache import INTERNAL_TOPICS
 from kafkasim.protocol import errors as E
 from kafkasim.protocol.messages.produce import ProduceRequest, ProduceResponse
 from kafkasim.records.batch import MAGIC_VALUE_V2, iter_batches, peek_magic
@@ -28,6 +31,7 @@ if TYPE_CHECKING:
     from kafkasim.protocol.messages.headers import RequestHeader
     from kafkasim.runtime.api import NodeRuntime
 
+ADMIN_CLIENT_ID = "__admin_client"   # AdminUtils.ADMIN_CLIENT_ID
 R = ProduceResponse.TopicProduceResponse
 PR = R.PartitionProduceResponse
 
@@ -72,7 +76,7 @@ class ProduceApi:
         for td in req.topic_data:
             parts = []
             for pd in td.partition_data:
-                part, required = await self._append(version, acks, td.name, pd)
+                part, required = await self._append(version, acks, td.name, pd, header.client_id)
                 parts.append(part)
                 if required is not None:
                     delayed.append((part, td.name, pd.index, required))
@@ -92,7 +96,8 @@ class ProduceApi:
         endpoints = self._leader_hints(req, responses) if version >= 10 else []
         return ProduceResponse(responses=responses, throttle_time_ms=0, node_endpoints=endpoints)
 
-    async def _append(self, version: int, acks: int, topic: str, pd: Any) -> tuple[Any, int | None]:
+    async def _append(self, version: int, acks: int, topic: str, pd: Any,
+                      client_id: str | None) -> tuple[Any, int | None]:
         """One partition's answer, and for acks=all the offset replication must reach."""
         if acks not in (0, 1, -1):
             return PR(index=pd.index, error_code=E.INVALID_REQUIRED_ACKS, base_offset=-1, log_append_time_ms=-1,
@@ -105,6 +110,10 @@ class ProduceApi:
         if code != E.NONE:
             return PR(index=pd.index, error_code=code, base_offset=-1, log_append_time_ms=-1, log_start_offset=-1,
                       record_errors=[], error_message=message), None
+        if topic in INTERNAL_TOPICS and client_id != ADMIN_CLIENT_ID:
+            # ReplicaManager.appendToLocalLog: only the admin client may write an internal topic.
+            return PR(index=pd.index, error_code=E.INVALID_TOPIC_EXCEPTION, base_offset=-1, log_append_time_ms=-1,
+                      log_start_offset=-1), None
         res = await self.replica_manager.append_records(topic, pd.index, pd.records, acks)
         self.rt.trace("produce", topic=topic, partition=pd.index, error=res.error_code,
                       base_offset=res.base_offset, records=res.info.record_count if res.info else 0)

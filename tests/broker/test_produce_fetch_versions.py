@@ -26,6 +26,7 @@ from kafkasim.protocol.messages.consumer_group_heartbeat import ConsumerGroupHea
 from kafkasim.protocol.messages.create_topics import CreateTopicsRequest
 from kafkasim.protocol.messages.envelope import EnvelopeRequest
 from kafkasim.protocol.messages.fetch import FetchRequest
+from kafkasim.protocol.messages.find_coordinator import FindCoordinatorRequest
 from kafkasim.protocol.messages.headers import RequestHeader, ResponseHeader
 from kafkasim.protocol.messages.list_offsets import ListOffsetsRequest
 from kafkasim.protocol.messages.metadata import MetadataRequest
@@ -122,6 +123,20 @@ def test_produce_versions_take_what_kafka_takes() -> None:
         (0, 3, CompressionType.NONE), (3, 3, CompressionType.GZIP), (6, 3, CompressionType.NONE),
         (9, 3, CompressionType.ZSTD)]
     assert headers[0].max_timestamp == -1 and headers[1].max_timestamp == RECORDS[-1].timestamp_ms
+
+
+def test_clients_cannot_write_internal_topics() -> None:
+    async def body(conn: Conn, server: KafkaServer) -> Any:
+        FC = FindCoordinatorRequest
+        for _ in range(20):   # creates __consumer_offsets
+            if (await conn.call(FC(key="g", key_type=0), 1)).error_code == E.NONE:
+                break
+            await conn.rt.sleep(200)
+        req = _produce(build_batch(RECORDS))
+        req.topic_data[0].name = "__consumer_offsets"
+        return _code(await conn.call(req, 9))
+
+    assert _run(body) == (E.INVALID_TOPIC_EXCEPTION, -1)
 
 
 def test_a_failed_acks_0_produce_closes_the_connection() -> None:
