@@ -94,7 +94,8 @@ class ListOffsetsApi:
         if p.timestamp < EARLIEST_TIMESTAMP:
             return PR(partition_index=p.partition_index, error_code=E.UNSUPPORTED_VERSION)
         part = self.replica_manager.get_partition(topic, p.partition_index)
-        code = leader_check(part, -1, only_leader=req.replica_id != DEBUGGING_REPLICA_ID)
+        code = leader_check(part, -1, only_leader=req.replica_id != DEBUGGING_REPLICA_ID) if part is not None \
+            else self.replica_manager.missing_partition_error(topic, p.partition_index)
         if code != E.NONE:
             return PR(partition_index=p.partition_index, error_code=code)
         assert part is not None
@@ -113,7 +114,8 @@ class ListOffsetsApi:
             return error(E.UNSUPPORTED_VERSION)
         part = self.replica_manager.get_partition(topic, p.partition_index)
         current = p.current_leader_epoch if version >= 4 else -1
-        code = leader_check(part, current, only_leader=req.replica_id != DEBUGGING_REPLICA_ID)
+        code = leader_check(part, current, only_leader=req.replica_id != DEBUGGING_REPLICA_ID) if part is not None \
+            else self.replica_manager.missing_partition_error(topic, p.partition_index)
         if code != E.NONE:
             return error(code)
         assert part is not None

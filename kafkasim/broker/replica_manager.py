@@ -344,7 +344,7 @@ class ReplicaManager:
                              required_acks: int = 1) -> PartitionAppendResult:
         p = self.partitions.get((topic, partition))
         if p is None:
-            return PartitionAppendResult(E.UNKNOWN_TOPIC_OR_PARTITION)
+            return PartitionAppendResult(self.missing_partition_error(topic, partition))
         if p.offline:
             return PartitionAppendResult(E.KAFKA_STORAGE_ERROR, error_message="the log dir is offline")
         try:
@@ -382,9 +382,18 @@ class ReplicaManager:
         return op.error
 
     # ---------------------------------------------------------------- fetch
+    def missing_partition_error(self, topic: str, partition: int) -> int:
+        """ReplicaManager.getPartitionOrError for a partition this broker does not host: the
+        topic exists but this broker is not (or no longer) a replica — NOT_LEADER_OR_FOLLOWER,
+        so clients refresh their metadata — or it does not exist."""
+        meta = self.metadata_cache.topic(topic)
+        if meta is not None and partition in meta.partitions:
+            return E.NOT_LEADER_OR_FOLLOWER
+        return E.UNKNOWN_TOPIC_OR_PARTITION
+
     def _check_fetch_partition(self, s: FetchSpec, p: Partition | None) -> int:
         if p is None:
-            return E.UNKNOWN_TOPIC_OR_PARTITION
+            return self.missing_partition_error(s.topic, s.partition)
         if p.offline:
             return E.KAFKA_STORAGE_ERROR
         if s.current_leader_epoch >= 0 and s.current_leader_epoch < p.leader_epoch:

@@ -60,11 +60,16 @@ class Conn:
         return A.api_info(req.API_KEY).response.read(frame, pos, version)[0]
 
 
-def _run(body: Any) -> Any:
+def _run(body: Any, brokers: int = 1) -> Any:
+    """`body(conn, server)` against broker 0, once TOPIC exists — one partition on the last broker."""
     world = SimWorld(7)
-    b = world.add_node("broker-0")
-    server = KafkaServer(b.runtime, BrokerConfig(host="broker-0", port=9092, log_dir="logs"))
-    b.runtime.spawn(server.startup())
+    servers = []
+    for i in range(brokers):
+        node = world.add_node(f"broker-{i}")
+        servers.append(KafkaServer(node.runtime, BrokerConfig(host=f"broker-{i}", port=9092, log_dir="logs",
+                                                              broker_id=i)))
+        node.runtime.spawn(servers[-1].startup())
+    server = servers[0]
     c = world.add_node("client")
     out: dict[str, Any] = {}
 
@@ -72,8 +77,16 @@ def _run(body: Any) -> Any:
         await c.runtime.sleep(100)
         conn = Conn(await c.runtime.net.connect("broker-0", 9092, 1000), c.runtime)
         T = CreateTopicsRequest.CreatableTopic
-        await conn.call(CreateTopicsRequest(topics=[T(name=TOPIC, num_partitions=1, replication_factor=1)],
-                                            timeout_ms=5000), 4)
+        where = [T.CreatableReplicaAssignment(partition_index=0, broker_ids=[brokers - 1])]
+        for _ in range(50):   # until every broker has registered and broker 0 knows the leader
+            resp = await conn.call(CreateTopicsRequest(topics=[T(name=TOPIC, num_partitions=-1, replication_factor=-1,
+                                                                 assignments=where)], timeout_ms=5000), 4)
+            meta = server.metadata_cache.topic(TOPIC)
+            if meta is not None and meta.partitions[0].leader == brokers - 1:
+                break
+            assert resp.topics[0].error_code in (E.NONE, E.TOPIC_ALREADY_EXISTS, E.INVALID_REPLICA_ASSIGNMENT,
+                                                 E.NOT_CONTROLLER), resp
+            await c.runtime.sleep(200)
         out["result"] = await body(conn, server)
 
     task = c.runtime.spawn(main())
@@ -100,6 +113,27 @@ def _fetch(offset: int, topic_id: bytes = bytes(16), last_fetched_epoch: int = -
 def _code(resp: Any) -> tuple[int, int]:
     p = resp.responses[0].partition_responses[0]
     return p.error_code, p.base_offset
+
+
+def test_a_follower_names_the_leader_from_fetch_v16_and_produce_v10() -> None:
+    async def body(conn: Conn, server: KafkaServer) -> Any:
+        meta = server.metadata_cache.topic(TOPIC)
+        assert meta is not None
+        fetched = [await conn.call(_fetch(0, meta.topic_id), v) for v in (12, 16, 17)]
+        produced = [await conn.call(_produce(build_batch(RECORDS)), v) for v in (9, 10)]
+        return fetched, produced
+
+    fetched, produced = _run(body, brokers=2)
+    for resp, hinted in zip(fetched, (False, True, True), strict=True):
+        p = resp.responses[0].partitions[0]
+        assert p.error_code == E.NOT_LEADER_OR_FOLLOWER   # the topic exists, broker 0 is no replica
+        assert (p.current_leader.leader_id, p.current_leader.leader_epoch) == ((1, 0) if hinted else (-1, -1))
+        assert [(n.node_id, n.host, n.port) for n in resp.node_endpoints] == ([(1, "broker-1", 9092)] if hinted else [])
+    for resp, hinted in zip(produced, (False, True), strict=True):
+        p = resp.responses[0].partition_responses[0]
+        assert p.error_code == E.NOT_LEADER_OR_FOLLOWER
+        assert (p.current_leader.leader_id, p.current_leader.leader_epoch) == ((1, 0) if hinted else (-1, -1))
+        assert [n.node_id for n in resp.node_endpoints] == ([1] if hinted else [])
 
 
 def test_produce_versions_take_what_kafka_takes() -> None:
