@@ -21,12 +21,12 @@ Versions advertised: exactly a ZooKeeper-mode Kafka 3.9.1 broker's. Per version:
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING
 
 from kafkasim.broker.group.coordinator import GroupCoordinator, LeaveMember
 from kafkasim.broker.group.manager import GROUP_METADATA_TOPIC_NAME, PartitionData
 from kafkasim.broker.group.metadata import JoinGroupResult, OffsetAndMetadata, SyncGroupResult, TopicPartition
+from kafkasim.broker.group.offsets_v0 import OffsetsV0Api, commit_response
 from kafkasim.broker.group.zk_offsets import ZkConsumerOffsets
 from kafkasim.broker.zk.kafka_zk_client import TopicError
 from kafkasim.protocol import api as A
@@ -47,12 +47,11 @@ from kafkasim.protocol.messages.heartbeat import HeartbeatRequest, HeartbeatResp
 from kafkasim.protocol.messages.join_group import JoinGroupRequest, JoinGroupResponse
 from kafkasim.protocol.messages.leave_group import LeaveGroupRequest, LeaveGroupResponse
 from kafkasim.protocol.messages.list_groups import ListGroupsRequest, ListGroupsResponse
-from kafkasim.protocol.messages.offset_commit import OffsetCommitRequest, OffsetCommitResponse
+from kafkasim.protocol.messages.offset_commit import OffsetCommitRequest
 from kafkasim.protocol.messages.offset_delete import OffsetDeleteRequest, OffsetDeleteResponse
 from kafkasim.protocol.messages.offset_fetch import OffsetFetchRequest, OffsetFetchResponse
 from kafkasim.protocol.messages.sync_group import SyncGroupRequest, SyncGroupResponse
 from kafkasim.protocol.primitives import Message
-from kafkasim.runtime.api import CoordinationError
 
 if TYPE_CHECKING:
     from kafkasim.broker.api_registry import ApiRegistry, CreateTopic, Handler
@@ -76,7 +75,6 @@ GROUP_VERSIONS: dict[int, tuple[int, int]] = {
     A.CONSUMER_GROUP_DESCRIBE: (0, 0),
 }
 
-_Item = TypeVar("_Item")
 COORDINATOR_TYPE_GROUP = 0
 COORDINATOR_TYPE_TRANSACTION = 1
 COORDINATOR_TYPE_SHARE = 2
@@ -115,37 +113,6 @@ def _message(code: int) -> str:
     return "NONE" if code == E.NONE else E.ERRORS.get(code, E.ERRORS[E.UNKNOWN_SERVER_ERROR]).message
 
 
-def _java_string_hash(s: str) -> int:
-    h = 0
-    for unit in s.encode("utf-16-be").hex(" ", 2).split():   # UTF-16 code units, as Java's chars
-        h = (31 * h + int(unit, 16)) & 0xFFFFFFFF
-    return h
-
-
-def java_hash_map_order(items: list[_Item], key: Callable[[_Item], str]) -> list[_Item]:
-    """The iteration order of a java.util.HashMap<String, _> filled with `items` in order: by
-    bucket (spread hash & (capacity - 1); capacity 16, doubled past 3/4 full), then insertion."""
-    capacity = 16
-    while len(items) > capacity * 3 // 4:
-        capacity *= 2
-
-    def bucket(item: _Item) -> int:
-        h = _java_string_hash(key(item))
-        return (h ^ (h >> 16)) & (capacity - 1)
-    return sorted(items, key=bucket)   # sorted() is stable: insertion order within a bucket
-
-
-def _commit_response(order: list[TopicPartition], errors: dict[TopicPartition, int]) -> Message:
-    """OffsetCommitResponse.Builder: partitions in the order given (Kafka adds those refused by
-    the metadata check first, then the coordinator's answers), grouped by topic as first seen."""
-    T = OffsetCommitResponse.OffsetCommitResponseTopic
-    P = T.OffsetCommitResponsePartition
-    by_topic: dict[str, list[Any]] = {}
-    for tp in order:
-        by_topic.setdefault(tp.topic, []).append(P(partition_index=tp.partition, error_code=errors[tp]))
-    return OffsetCommitResponse(throttle_time_ms=0, topics=[T(name=t, partitions=ps) for t, ps in by_topic.items()])
-
-
 class GroupApis:
     def __init__(self, rt: NodeRuntime, config: BrokerConfig, metadata_cache: MetadataCache,
                  coordinator: GroupCoordinator, create_topic: CreateTopic,
@@ -153,7 +120,7 @@ class GroupApis:
         """`zk_offsets`: where OffsetCommit/OffsetFetch v0 keep offsets (None: v0 answers
         COORDINATOR_NOT_AVAILABLE — a broker without ZooKeeper)."""
         self.rt = rt
-        self.zk_offsets = zk_offsets
+        self.v0 = OffsetsV0Api(metadata_cache, config.offset_metadata_max_bytes, zk_offsets)
         self.config = config
         self.metadata_cache = metadata_cache
         self.coordinator = coordinator
@@ -291,7 +258,7 @@ class GroupApis:
     async def handle_offset_commit(self, header: RequestHeader, req: OffsetCommitRequest) -> Message:
         version = header.request_api_version
         if version == 0:
-            return await self._commit_offsets_to_zookeeper(req)
+            return await self.v0.commit(req)
         now = self.rt.now_ms()
         retention = req.retention_time_ms if 2 <= version <= 4 else DEFAULT_RETENTION_TIME
         expire = None if retention == DEFAULT_RETENTION_TIME else now + retention
@@ -313,43 +280,13 @@ class GroupApis:
             errors.update(await self.coordinator.handle_commit_offsets(
                 req.group_id, req.member_id, instance, req.generation_id_or_member_epoch, offsets))
         refused = [tp for tp in errors if tp not in offsets]
-        return _commit_response([*refused, *offsets], errors)
-
-    async def _commit_offsets_to_zookeeper(self, req: OffsetCommitRequest) -> Message:
-        """OffsetCommit v0: each known partition's offset to ZooKeeper, no group checks."""
-        errors: dict[TopicPartition, int] = {}
-        valid: list[tuple[TopicPartition, Any]] = []
-        for t in req.topics:
-            meta = self.metadata_cache.topic(t.name)
-            for p in t.partitions:
-                tp = TopicPartition(t.name, p.partition_index)
-                if meta is None or p.partition_index not in meta.partitions:
-                    errors[tp] = E.UNKNOWN_TOPIC_OR_PARTITION
-                else:
-                    valid.append((tp, p))
-        refused = list(errors)
-        for tp, p in valid:
-            if p.committed_metadata is not None and len(p.committed_metadata) > self.config.offset_metadata_max_bytes:
-                errors[tp] = E.OFFSET_METADATA_TOO_LARGE
-            elif self.zk_offsets is None:
-                errors[tp] = E.COORDINATOR_NOT_AVAILABLE
-            else:
-                errors[tp] = await self._zk_commit(req.group_id, tp.topic, tp.partition, p.committed_offset)
-        return _commit_response([*refused, *(tp for tp, _ in valid)], errors)
-
-    async def _zk_commit(self, group: str, topic: str, partition: int, offset: int) -> int:
-        assert self.zk_offsets is not None
-        try:
-            await self.zk_offsets.set_or_create(group, topic, partition, offset)
-        except CoordinationError:
-            return E.UNKNOWN_SERVER_ERROR   # Errors.forException of a ZooKeeper failure
-        return E.NONE
+        return commit_response([*refused, *offsets], errors)
 
     # ---------------------------------------------------------------- OffsetFetch
     async def handle_offset_fetch(self, header: RequestHeader, req: OffsetFetchRequest) -> Message:
         version = header.request_api_version
         if version == 0:
-            return await self._fetch_offsets_from_zookeeper(req)
+            return await self.v0.fetch(req)
         require_stable = req.require_stable if version >= 7 else False
         if version >= 8:
             G = OffsetFetchResponse.OffsetFetchResponseGroup
@@ -377,34 +314,6 @@ class GroupApis:
         if version >= 2:
             resp.error_code = code
         return resp
-
-    async def _fetch_offsets_from_zookeeper(self, req: OffsetFetchRequest) -> Message:
-        """OffsetFetch v0: offsets from ZooKeeper; an unknown partition or one without an offset
-        answers offset -1 with no error (OffsetFetchResponse.UNKNOWN_PARTITION)."""
-        T = OffsetFetchResponse.OffsetFetchResponseTopic
-        P = T.OffsetFetchResponsePartition
-        topics = []
-        for t in req.topics or []:
-            meta = self.metadata_cache.topic(t.name)
-            parts = []
-            for i in t.partition_indexes:
-                offset, code = -1, E.UNKNOWN_TOPIC_OR_PARTITION   # OffsetFetchResponse.UNKNOWN_PARTITION
-                if meta is not None and i in meta.partitions:
-                    offset, code = await self._zk_fetch(req.group_id, t.name, i)
-                parts.append(P(partition_index=i, committed_offset=offset, committed_leader_epoch=-1, metadata="",
-                               error_code=code))
-            topics.append(T(name=t.name, partitions=parts))
-        # Kafka gathers the topics in a java.util.HashMap: answer them in its iteration order.
-        return OffsetFetchResponse(throttle_time_ms=0, topics=java_hash_map_order(topics, lambda t: t.name))
-
-    async def _zk_fetch(self, group: str, topic: str, partition: int) -> tuple[int, int]:
-        if self.zk_offsets is None:
-            return -1, E.COORDINATOR_NOT_AVAILABLE
-        try:
-            found = await self.zk_offsets.get(group, topic, partition)
-        except CoordinationError:
-            return -1, E.UNKNOWN_SERVER_ERROR
-        return (-1, E.UNKNOWN_TOPIC_OR_PARTITION) if found is None else (found, E.NONE)
 
     def _fetch_group(self, group_id: str, require_stable: bool, wanted: list[tuple[str, list[int]]] | None
                      ) -> tuple[int, list[tuple[str, list[tuple[int, PartitionData]]]]]:
