@@ -9,11 +9,17 @@ from typing import Any, Protocol
 
 from kafkasim.protocol.messages.headers import RequestHeader
 from kafkasim.protocol.primitives import Message
+from kafkasim.runtime.api import ConnectionClosed
 
 Handler = Callable[[RequestHeader, Any], Awaitable[Message | None]]
 # Creates a topic: (name, partitions, replication factor, assignment, configs[, validate_only])
 # -> (partitions, replication factor); TopicAdmin.create_topic.
 CreateTopic = Callable[..., Awaitable[tuple[int, int]]]
+
+
+class CloseConnection(ConnectionClosed):
+    """Raised by a handler whose request Kafka answers by closing the connection
+    (requestChannel.closeConnection): the socket server drops it as it drops a peer's EOF."""
 
 
 class ApiRegistry(Protocol):

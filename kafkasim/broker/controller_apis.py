@@ -2,7 +2,9 @@
 ZooKeeper-mode broker advertises (checked with `realkafka`'s ApiVersions):
 
   LeaderAndIsr 0-7, StopReplica 0-4, UpdateMetadata 0-8   controller -> every broker
-  ControlledShutdown 0-3, AlterPartition 0-3               broker -> controller
+  ControlledShutdown 0-3, AlterPartition 0-3,
+  AllocateProducerIds 0                                    broker -> controller
+  Envelope 0                                               forwarding (KIP-590)
   ElectLeaders 0-2, AlterPartitionReassignments 0,
   ListPartitionReassignments 0                             admin clients -> controller
 
@@ -11,6 +13,12 @@ broker answers STALE_CONTROLLER_EPOCH to a controller older than one it has hear
 STALE_BROKER_EPOCH to a request meant for an earlier incarnation of itself. Requests the
 controller answers go through its event queue (KafkaController); a broker that is not the
 controller answers NOT_CONTROLLER.
+
+AllocateProducerIds: the controller claims the next block of 1000 producer ids in ZooKeeper for
+a registered broker of the current epoch (BROKER_ID_NOT_REGISTERED / STALE_BROKER_EPOCH
+otherwise) — KafkaController.processAllocateProducerIds; the claim is a compare-and-set on the
+block znode, so it needs no event-queue ordering. Envelope: a ZooKeeper-mode broker without
+migration has no forwarding, and Kafka closes the connection of whoever sends one.
 """
 
 from __future__ import annotations
@@ -18,15 +26,18 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any, TypeVar
 
+from kafkasim.broker.api_registry import CloseConnection
 from kafkasim.broker.controller.context import LeaderAndIsr
 from kafkasim.broker.controller.event_manager import ControllerMovedError
 from kafkasim.broker.group.metadata import TopicPartition
 from kafkasim.broker.partition import PartitionState
+from kafkasim.broker.producer_id_manager import ProducerIdsExhaustedError, claim_producer_id_block
 from kafkasim.broker.replica_manager import LeaderAndIsrPartition
 from kafkasim.broker.zk import zk_data as Z
 from kafkasim.broker.zk.kafka_zk_client import ControllerMovedException
 from kafkasim.protocol import api as A
 from kafkasim.protocol import errors as E
+from kafkasim.protocol.messages.allocate_producer_ids import AllocateProducerIdsRequest, AllocateProducerIdsResponse
 from kafkasim.protocol.messages.alter_partition import AlterPartitionRequest, AlterPartitionResponse
 from kafkasim.protocol.messages.alter_partition_reassignments import (
     AlterPartitionReassignmentsRequest,
@@ -34,6 +45,7 @@ from kafkasim.protocol.messages.alter_partition_reassignments import (
 )
 from kafkasim.protocol.messages.controlled_shutdown import ControlledShutdownRequest, ControlledShutdownResponse
 from kafkasim.protocol.messages.elect_leaders import ElectLeadersRequest, ElectLeadersResponse
+from kafkasim.protocol.messages.envelope import EnvelopeRequest
 from kafkasim.protocol.messages.headers import RequestHeader
 from kafkasim.protocol.messages.leader_and_isr import LeaderAndIsrRequest, LeaderAndIsrResponse
 from kafkasim.protocol.messages.list_partition_reassignments import (
@@ -43,6 +55,7 @@ from kafkasim.protocol.messages.list_partition_reassignments import (
 from kafkasim.protocol.messages.stop_replica import StopReplicaRequest, StopReplicaResponse
 from kafkasim.protocol.messages.update_metadata import UpdateMetadataRequest, UpdateMetadataResponse
 from kafkasim.protocol.primitives import Message
+from kafkasim.runtime.api import CoordinationError
 
 if TYPE_CHECKING:
     from kafkasim.broker.api_registry import ApiRegistry
@@ -61,6 +74,8 @@ VERSIONS: dict[int, tuple[int, int]] = {
     A.UPDATE_METADATA: (0, 8),
     A.CONTROLLED_SHUTDOWN: (0, 3),
     A.ALTER_PARTITION: (0, 3),
+    A.ALLOCATE_PRODUCER_IDS: (0, 0),
+    A.ENVELOPE: (0, 0),
     A.ELECT_LEADERS: (0, 2),
     A.ALTER_PARTITION_REASSIGNMENTS: (0, 0),
     A.LIST_PARTITION_REASSIGNMENTS: (0, 0),
@@ -186,6 +201,32 @@ class ControllerApis:
         for tid, index in unknown:
             topics.append(T(topic_id=tid, partitions=[P(partition_index=index, error_code=E.UNKNOWN_TOPIC_ID)]))
         return AlterPartitionResponse(throttle_time_ms=0, error_code=error, topics=topics if error == E.NONE else [])
+
+    # ---------------------------------------------------------------- AllocateProducerIds / Envelope
+    async def allocate_producer_ids(self, header: RequestHeader, req: AllocateProducerIdsRequest) -> Message:
+        controller = self.controller
+
+        def answer(code: int, start: int = 0, length: int = 0) -> Message:
+            return AllocateProducerIdsResponse(throttle_time_ms=0, error_code=code, producer_id_start=start,
+                                               producer_id_len=length)
+        if not controller.is_active:
+            return answer(E.NOT_CONTROLLER)
+        epoch = controller.ctx.live_broker_epochs.get(req.broker_id)
+        if epoch is None:
+            return answer(E.BROKER_ID_NOT_REGISTERED)
+        if epoch != req.broker_epoch:
+            return answer(E.STALE_BROKER_EPOCH)
+        try:
+            block = await claim_producer_id_block(controller.zk_client, req.broker_id)
+        except ProducerIdsExhaustedError:
+            return answer(E.UNKNOWN_SERVER_ERROR)
+        except CoordinationError:
+            return answer(E.UNKNOWN_SERVER_ERROR)
+        return answer(E.NONE, block.first_producer_id, block.size)
+
+    async def envelope(self, header: RequestHeader, req: EnvelopeRequest) -> Message:
+        self.rt.trace("connection_closed", reason="Envelope without forwarding (ZooKeeper mode)")
+        raise CloseConnection("Envelope request on a broker without forwarding")
 
     # ---------------------------------------------------------------- ElectLeaders
     async def elect_leaders(self, header: RequestHeader, req: ElectLeadersRequest) -> Message:
@@ -328,6 +369,8 @@ def register(apis: ApiRegistry, h: ControllerApis) -> None:
         A.UPDATE_METADATA: h.update_metadata,
         A.CONTROLLED_SHUTDOWN: h.controlled_shutdown,
         A.ALTER_PARTITION: h.alter_partition,
+        A.ALLOCATE_PRODUCER_IDS: h.allocate_producer_ids,
+        A.ENVELOPE: h.envelope,
         A.ELECT_LEADERS: h.elect_leaders,
         A.ALTER_PARTITION_REASSIGNMENTS: h.alter_partition_reassignments,
         A.LIST_PARTITION_REASSIGNMENTS: h.list_partition_reassignments,

@@ -1,6 +1,6 @@
 """DelayedFetch (Kafka's kafka.server.DelayedFetch): the long poll of a Fetch — done once a read
-of its partitions returns fetch.min.bytes (at least one byte) or any partition answers an error;
-expired after max_wait_ms with what the last read found. Watched under a
+of its partitions returns fetch.min.bytes (at least one byte) or any partition answers an error
+or a diverging epoch; expired after max_wait_ms with what the last read found. Watched under a
 TopicPartitionOperationKey per partition, checked when a partition's log end offset, high
 watermark or role changes. Each check reads (ReplicaManager.read_once); a follower's read also
 records its fetch position, which may move the ISR and the high watermark. A READ_COMMITTED read
@@ -33,6 +33,7 @@ class DelayedFetch(DelayedOperation):
     def try_complete(self) -> bool:
         self.results, total = self.replica_manager.read_once(self.specs, self.max_bytes, self.committed,
                                                              self.replica_id)
-        if total >= max(self.min_bytes, 1) or any(r.error_code for r in self.results):
+        # A diverged fetcher is answered at once too: it must truncate before reading on.
+        if total >= max(self.min_bytes, 1) or any(r.error_code or r.diverging_epoch for r in self.results):
             return self.force_complete()
         return False

@@ -1,14 +1,20 @@
 """KafkaApis: one handler per API key, turning a decoded request into a response message.
 
-What the broker ADVERTISES (ApiVersions) is exactly what the handlers implement, with minimums
-low enough for old clients (aiokafka refuses a broker whose minimum exceeds its maximum) and
-Fetch capped at 12 because topic IDs are not served end to end (clients send topic IDs from
-Fetch 13 on). Produce starts at 3 and Fetch at 4: the versions that carry record batch v2,
-which every client in scope uses.
+What the broker ADVERTISES (ApiVersions) is exactly what the handlers implement, and for every
+key it has it is Kafka 3.9.1's ZooKeeper-mode range (tests/broker/test_api_versions.py holds
+the two tables side by side). Old versions get Kafka's answers, not a newer version's: the
+data path's per-version rules live beside their handlers (produce_api.py, fetch_api.py,
+list_offsets_api.py); Metadata, ApiVersions and CreateTopics are here.
+
+Clients decide what they may do from these ranges — librdkafka, for one, only compresses
+gzip/snappy/lz4 when Produce v0 is in range — so a range narrower than Kafka's changes what
+third-party clients send, not only which versions they pick.
 """
 
 from __future__ import annotations
 
+import re
+from collections import Counter
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
@@ -16,12 +22,16 @@ from kafkasim.broker import admin_apis, controller_apis
 from kafkasim.broker import producer_id_manager as producer_id_manager_module
 from kafkasim.broker.admin_apis import AdminApis, AdminManager
 from kafkasim.broker.api_registry import Handler
+from kafkasim.broker.config_helper import topic_config_entries
 from kafkasim.broker.controller_apis import ControllerApis
 from kafkasim.broker.delayed_topic_ops import DelayedCreatePartitions
+from kafkasim.broker.fetch_api import FetchApi
 from kafkasim.broker.group.apis import GroupApis
 from kafkasim.broker.group.apis import register as register_group_apis
 from kafkasim.broker.group.txn_offsets import register as register_txn_offset_commit
-from kafkasim.broker.replica_manager import FetchSpec
+from kafkasim.broker.group.zk_offsets import ZkConsumerOffsets
+from kafkasim.broker.list_offsets_api import ListOffsetsApi
+from kafkasim.broker.produce_api import ProduceApi
 from kafkasim.broker.transaction import apis as transaction_apis
 from kafkasim.broker.transaction.marker_append import append_coordinator_batch
 from kafkasim.broker.zk.kafka_zk_client import TopicError
@@ -29,11 +39,8 @@ from kafkasim.protocol import api as A
 from kafkasim.protocol import errors as E
 from kafkasim.protocol.messages.api_versions import ApiVersionsRequest, ApiVersionsResponse
 from kafkasim.protocol.messages.create_topics import CreateTopicsRequest, CreateTopicsResponse
-from kafkasim.protocol.messages.fetch import FetchRequest, FetchResponse
 from kafkasim.protocol.messages.headers import RequestHeader
-from kafkasim.protocol.messages.list_offsets import ListOffsetsRequest, ListOffsetsResponse
 from kafkasim.protocol.messages.metadata import MetadataRequest, MetadataResponse
-from kafkasim.protocol.messages.produce import ProduceRequest, ProduceResponse
 from kafkasim.protocol.primitives import Message
 
 if TYPE_CHECKING:
@@ -41,7 +48,6 @@ if TYPE_CHECKING:
     from kafkasim.broker.controller.kafka_controller import KafkaController
     from kafkasim.broker.group.coordinator import GroupCoordinator
     from kafkasim.broker.metadata_cache import MetadataCache
-    from kafkasim.broker.partition import Partition
     from kafkasim.broker.replica_manager import ReplicaManager
     from kafkasim.broker.topic_admin import TopicAdmin
     from kafkasim.broker.transaction.coordinator import TransactionCoordinator
@@ -51,18 +57,21 @@ if TYPE_CHECKING:
 # api key -> (min, max) advertised by the core handlers below; feature modules (groups, admin,
 # idempotence, ...) add theirs with KafkaApis.register().
 CORE_VERSIONS: dict[int, tuple[int, int]] = {
-    A.PRODUCE: (3, 9),
-    A.FETCH: (4, 12),
-    A.LIST_OFFSETS: (1, 7),
+    A.PRODUCE: (0, 11),
+    A.FETCH: (0, 17),
+    A.LIST_OFFSETS: (0, 9),
     A.METADATA: (0, 12),
-    A.API_VERSIONS: (0, 3),
-    A.CREATE_TOPICS: (2, 7),
+    A.API_VERSIONS: (0, 4),
+    A.CREATE_TOPICS: (0, 7),
 }
 
-EARLIEST_TIMESTAMP = -2
-LATEST_TIMESTAMP = -1
-MAX_TIMESTAMP = -3
 ZERO_UUID = bytes(16)
+AUTHORIZED_OPERATIONS_OMITTED = -2147483648
+# What Kafka answers without an authorizer: every operation that applies to a topic (READ, WRITE,
+# CREATE, DELETE, ALTER, DESCRIBE, DESCRIBE_CONFIGS, ALTER_CONFIGS) / to the cluster.
+TOPIC_AUTHORIZED_OPERATIONS_ALL = 3576
+CLUSTER_AUTHORIZED_OPERATIONS_ALL = 8096
+_SOFTWARE_NAME = re.compile(r"[a-zA-Z0-9](?:[a-zA-Z0-9\-.]*[a-zA-Z0-9])?")
 
 
 class KafkaApis:
@@ -79,20 +88,21 @@ class KafkaApis:
         self.controller = controller
         self.topic_admin = topic_admin
         self.group_coordinator = group_coordinator
+        self.admin_manager = admin_manager
         self.supported: dict[int, tuple[int, int]] = {}
         self.handlers: dict[int, Handler] = {}
         core: dict[int, Handler] = {
             A.API_VERSIONS: self.handle_api_versions,
             A.METADATA: self.handle_metadata,
-            A.PRODUCE: self.handle_produce,
-            A.FETCH: self.handle_fetch,
-            A.LIST_OFFSETS: self.handle_list_offsets,
+            A.PRODUCE: ProduceApi(rt, replica_manager, metadata_cache).handle,
+            A.FETCH: FetchApi(config, replica_manager, metadata_cache).handle,
+            A.LIST_OFFSETS: ListOffsetsApi(rt, replica_manager).handle,
             A.CREATE_TOPICS: self.handle_create_topics,
         }
         for key, handler in core.items():
             self.register(key, *CORE_VERSIONS[key], handler)
         register_group_apis(self, GroupApis(rt, config, metadata_cache, group_coordinator,
-                                            topic_admin.create_topic, txn_coordinator))
+                                            topic_admin.create_topic, txn_coordinator, ZkConsumerOffsets(kzk.zk)))
         producer_id_manager_module.register(self, txn_coordinator)  # InitProducerId
         register_txn_offset_commit(self, group_coordinator, metadata_cache)
         # AddPartitionsToTxn, EndTxn, WriteTxnMarkers, ... (TxnOffsetCommit is the group's)
@@ -125,27 +135,51 @@ class KafkaApis:
 
     # ---------------------------------------------------------------- ApiVersions
     async def handle_api_versions(self, header: RequestHeader, req: ApiVersionsRequest) -> Message:
+        if header.request_api_version >= 3 and not (_SOFTWARE_NAME.fullmatch(req.client_software_name)
+                                                    and _SOFTWARE_NAME.fullmatch(req.client_software_version)):
+            # ApiVersionsRequest.isValid (KIP-511): INVALID_REQUEST and no keys.
+            return ApiVersionsResponse(error_code=E.INVALID_REQUEST, api_keys=[], throttle_time_ms=0)
         keys = [ApiVersionsResponse.ApiVersion(api_key=k, min_version=lo, max_version=hi)
                 for k, (lo, hi) in sorted(self.supported.items())]
-        return ApiVersionsResponse(error_code=E.NONE, api_keys=keys, throttle_time_ms=0)
+        # A ZooKeeper-mode broker has no finalized features: epoch 0, no feature lists.
+        return ApiVersionsResponse(error_code=E.NONE, api_keys=keys, throttle_time_ms=0, finalized_features_epoch=0)
 
     # ---------------------------------------------------------------- Metadata
     async def handle_metadata(self, header: RequestHeader, req: MetadataRequest) -> Message:
         cache = self.metadata_cache
         version = header.request_api_version
+        T = MetadataResponse.MetadataResponseTopic
+        topics: list[Any] = []
         if req.topics is None or (version == 0 and not req.topics):
             names: list[str | None] = [*sorted(cache.topics)]
+        elif version < 12 and any(t.name is None or t.topic_id != ZERO_UUID for t in req.topics):
+            # Topic ids are looked up from v12 on; before, an id or a null name is an invalid request.
+            return _metadata_error(req, E.INVALID_REQUEST)
+        elif any(t.topic_id != ZERO_UUID for t in req.topics):
+            # By topic id (v12): unknown ids first, then the known ones by name.
+            by_id = {m.topic_id: m.name for m in cache.topics.values()}
+            ids = list(dict.fromkeys(t.topic_id for t in req.topics if t.topic_id != ZERO_UUID))
+            topics = [T(error_code=E.UNKNOWN_TOPIC_ID, name=None, topic_id=i, partitions=[])
+                      for i in ids if i not in by_id]
+            names = [by_id[i] for i in ids if i in by_id]
+        elif any(t.name is None for t in req.topics):
+            return _metadata_error(req, E.UNKNOWN_SERVER_ERROR)   # Kafka trips over the null name
         else:
-            names = [t.name for t in req.topics]
+            names = list(dict.fromkeys(t.name for t in req.topics))   # asked twice, answered once
         allow_create = req.allow_auto_topic_creation if version >= 4 else True
-        topics = []
         for name in names:
-            topics.append(await self._topic_metadata(name, allow_create and self.config.auto_create_topics_enable))
+            t = await self._topic_metadata(name, allow_create and self.config.auto_create_topics_enable)
+            # Without an authorizer every operation is allowed (v8+, when asked).
+            t.topic_authorized_operations = TOPIC_AUTHORIZED_OPERATIONS_ALL if version >= 8 and \
+                req.include_topic_authorized_operations else AUTHORIZED_OPERATIONS_OMITTED
+            topics.append(t)
         brokers = [MetadataResponse.MetadataResponseBroker(node_id=b.broker_id, host=b.host, port=b.port, rack=b.rack)
                    for b in sorted(cache.brokers.values(), key=lambda b: b.broker_id)]
+        cluster_ops = CLUSTER_AUTHORIZED_OPERATIONS_ALL if 8 <= version <= 10 and \
+            req.include_cluster_authorized_operations else AUTHORIZED_OPERATIONS_OMITTED
         return MetadataResponse(throttle_time_ms=0, brokers=brokers, cluster_id=cache.cluster_id,
                                 controller_id=cache.controller_id, topics=topics,
-                                cluster_authorized_operations=-2147483648)
+                                cluster_authorized_operations=cluster_ops)
 
     async def _topic_metadata(self, name: str | None, auto_create: bool) -> Any:
         T = MetadataResponse.MetadataResponseTopic
@@ -183,112 +217,6 @@ class KafkaApis:
         return T(error_code=E.NONE, name=name, topic_id=meta.topic_id, is_internal=meta.is_internal,
                  partitions=parts, topic_authorized_operations=-2147483648)
 
-    # ---------------------------------------------------------------- Produce
-    async def handle_produce(self, header: RequestHeader, req: ProduceRequest) -> Message | None:
-        """Append every partition, then — for acks=all — wait for each append to be replicated
-        (DelayedProduce: until the high watermark passes it, or the request's timeout_ms)."""
-        rm = self.replica_manager
-        rt = self.rt
-        acks = req.acks
-        deadline = rt.monotonic_ms() + max(0, req.timeout_ms)
-        R = ProduceResponse.TopicProduceResponse
-        PR = R.PartitionProduceResponse
-        responses = []
-        delayed: list[tuple[Any, str, int, int]] = []
-        for td in req.topic_data:
-            parts = []
-            for pd in td.partition_data:
-                if acks not in (0, 1, -1):
-                    parts.append(PR(index=pd.index, error_code=E.INVALID_REQUIRED_ACKS, base_offset=-1,
-                                    log_append_time_ms=-1, log_start_offset=-1))
-                    continue
-                res = await rm.append_records(td.name, pd.index, pd.records, acks)
-                rt.trace("produce", topic=td.name, partition=pd.index, error=res.error_code,
-                         base_offset=res.base_offset, records=res.info.record_count if res.info else 0)
-                part = PR(index=pd.index, error_code=res.error_code, base_offset=res.base_offset,
-                          log_append_time_ms=-1, log_start_offset=res.log_start_offset,
-                          record_errors=[], error_message=res.error_message)
-                parts.append(part)
-                if acks == -1 and res.error_code == E.NONE and res.info is not None:
-                    delayed.append((part, td.name, pd.index, res.info.last_offset + 1))
-            responses.append(R(name=td.name, partition_responses=parts))
-        for part, topic, index, required in delayed:
-            code = await rm.wait_for_replication(topic, index, required, deadline)
-            if code != E.NONE:
-                part.error_code, part.base_offset = code, -1
-                rt.trace("produce_not_replicated", topic=topic, partition=index, error=code, required_offset=required)
-        if acks == 0:
-            return None  # acks=0: the producer expects no response at all
-        return ProduceResponse(responses=responses, throttle_time_ms=0)
-
-    # ---------------------------------------------------------------- Fetch
-    async def handle_fetch(self, header: RequestHeader, req: FetchRequest) -> Message:
-        version = header.request_api_version
-        specs = [FetchSpec(t.topic, p.partition, p.fetch_offset, p.partition_max_bytes,
-                           p.current_leader_epoch if version >= 9 else -1, p.log_start_offset if version >= 5 else -1)
-                 for t in req.topics for p in t.partitions]
-        committed = req.isolation_level == 1
-        max_bytes = min(req.max_bytes, self.config.fetch_max_bytes)
-        results = await self.replica_manager.fetch_messages(specs, req.max_wait_ms, req.min_bytes,
-                                                                   max_bytes, committed, req.replica_id)
-        FT = FetchResponse.FetchableTopicResponse
-        PD = FT.PartitionData
-        topics: list[Any] = []
-        by_topic: dict[str, list[Any]] = {}
-        for spec, r in zip(specs, results, strict=False):
-            if spec.topic not in by_topic:
-                by_topic[spec.topic] = []
-                topics.append(FT(topic=spec.topic, partitions=by_topic[spec.topic]))
-            by_topic[spec.topic].append(PD(
-                partition_index=spec.partition, error_code=r.error_code, high_watermark=r.high_watermark,
-                last_stable_offset=r.last_stable_offset, log_start_offset=r.log_start_offset,
-                aborted_transactions=None if r.aborted_transactions is None else [
-                    PD.AbortedTransaction(producer_id=a.producer_id, first_offset=a.first_offset)
-                    for a in r.aborted_transactions], preferred_read_replica=-1, records=r.records))
-        return FetchResponse(throttle_time_ms=0, error_code=E.NONE, session_id=0, responses=topics)
-
-    # ---------------------------------------------------------------- ListOffsets
-    async def handle_list_offsets(self, header: RequestHeader, req: ListOffsetsRequest) -> Message:
-        rm = self.replica_manager
-        version = header.request_api_version
-        TR = ListOffsetsResponse.ListOffsetsTopicResponse
-        PR = TR.ListOffsetsPartitionResponse
-        topics = []
-        for t in req.topics:
-            parts = []
-            for p in t.partitions:
-                part = rm.get_partition(t.name, p.partition_index)
-                current = p.current_leader_epoch if version >= 4 else -1
-                code = _leader_check(part, current)
-                if code != E.NONE:
-                    parts.append(PR(partition_index=p.partition_index, error_code=code, timestamp=-1, offset=-1,
-                                    leader_epoch=-1))
-                    continue
-                # A follower (replica_id >= 0) may see up to the log end offset.
-                assert part is not None
-                ts, off = self._list_offset(part, p.timestamp, req.replica_id >= 0, req.isolation_level == 1)
-                epoch = part.leader_epoch if off >= 0 and version >= 4 else -1
-                parts.append(PR(partition_index=p.partition_index, error_code=E.NONE, timestamp=ts, offset=off,
-                                leader_epoch=epoch))
-            topics.append(TR(name=t.name, partitions=parts))
-        return ListOffsetsResponse(throttle_time_ms=0, topics=topics)
-
-    @staticmethod
-    def _list_offset(part: Any, timestamp: int, from_follower: bool = False,
-                     read_committed: bool = False) -> tuple[int, int]:
-        if timestamp == EARLIEST_TIMESTAMP:
-            return -1, part.log_start_offset
-        if timestamp == LATEST_TIMESTAMP:  # READ_COMMITTED consumers: the last stable offset
-            return -1, part.log_end_offset if from_follower else \
-                part.last_stable_offset if read_committed else part.high_watermark
-        if timestamp == MAX_TIMESTAMP:
-            best = part.log.max_timestamp_and_offset()
-            return best if best else (-1, -1)
-        found = part.offset_for_timestamp(timestamp)
-        if found is None or found[0] >= part.high_watermark:
-            return -1, -1
-        return found[1], found[0]
-
     # ---------------------------------------------------------------- CreateTopics
     async def handle_create_topics(self, header: RequestHeader, req: CreateTopicsRequest) -> Message:
         """Only the controller creates topics (NOT_CONTROLLER elsewhere, as a ZooKeeper-mode
@@ -298,25 +226,33 @@ class KafkaApis:
         results = []
         waiting: list[tuple[Any, str, int]] = []
         is_controller = self.controller.is_active
+        counts = Counter(t.name for t in req.topics)
         for t in req.topics:
             assignment = {a.partition_index: list(a.broker_ids) for a in t.assignments} or None
             configs = {c.name: c.value for c in t.configs if c.value is not None}
+            if counts[t.name] > 1:
+                results.append(R(name=t.name, topic_id=ZERO_UUID, error_code=E.INVALID_REQUEST,
+                                 error_message="Found multiple entries for this topic.", num_partitions=-1,
+                                 replication_factor=-1, configs=[]))
+                continue
             if not is_controller:
                 results.append(R(name=t.name, topic_id=ZERO_UUID, error_code=E.NOT_CONTROLLER,
                                  error_message="This is not the correct controller for this cluster.",
-                                 num_partitions=-1, replication_factor=-1, configs=None))
+                                 num_partitions=-1, replication_factor=-1, configs=[]))
                 continue
             try:
                 n, rf = await self.topic_admin.create_topic(t.name, t.num_partitions, t.replication_factor, assignment,
                                              configs, validate_only=req.validate_only)
+                # From v5 the answer carries the topic's configs (ZkAdminManager.createTopics).
                 r = R(name=t.name, topic_id=ZERO_UUID, error_code=E.NONE, error_message=None, num_partitions=n,
-                      replication_factor=rf, configs=[])
+                      replication_factor=rf,
+                      configs=await self._created_topic_configs(configs) if header.request_api_version >= 5 else [])
                 results.append(r)
                 if not req.validate_only:
                     waiting.append((r, t.name, n))
             except TopicError as exc:
                 results.append(R(name=t.name, topic_id=ZERO_UUID, error_code=exc.error_code, error_message=str(exc),
-                                 num_partitions=-1, replication_factor=-1, configs=None))
+                                 num_partitions=-1, replication_factor=-1, configs=[]))
         if waiting and req.timeout_ms > 0:
             cache = self.metadata_cache
             op = DelayedCreatePartitions(cache, [(name, n) for _, name, n in waiting], req.timeout_ms)
@@ -330,17 +266,18 @@ class KafkaApis:
                     r.error_message = f"Timed out waiting for topic {name} to be created."
         return CreateTopicsResponse(throttle_time_ms=0, topics=results)
 
+    async def _created_topic_configs(self, overrides: dict[str, str]) -> list[Any]:
+        """Every topic config with its value and source, as DescribeConfigs would describe the
+        new topic (ConfigHelper.createTopicConfigEntry without synonyms)."""
+        C = CreateTopicsResponse.CreatableTopicResult.CreatableTopicConfigs
+        entries = topic_config_entries(overrides, await self.admin_manager.broker_layers(), None)
+        return [C(name=e.name, value=e.value, read_only=e.read_only, config_source=e.source, is_sensitive=False)
+                for e in entries]
 
-def _leader_check(part: Partition | None, current_leader_epoch: int) -> int:
-    """Partition.localLogWithEpochOrThrow with fetchOnlyFromLeader: epoch first, then role."""
-    if part is None:
-        return E.UNKNOWN_TOPIC_OR_PARTITION
-    if part.offline:
-        return E.KAFKA_STORAGE_ERROR
-    if current_leader_epoch >= 0 and current_leader_epoch < part.leader_epoch:
-        return E.FENCED_LEADER_EPOCH
-    if current_leader_epoch > part.leader_epoch:
-        return E.UNKNOWN_LEADER_EPOCH
-    if not part.is_leader:
-        return E.NOT_LEADER_OR_FOLLOWER
-    return E.NONE
+
+def _metadata_error(req: MetadataRequest, code: int) -> Message:
+    """MetadataRequest.getErrorResponse: every asked topic with the error, nothing else."""
+    T = MetadataResponse.MetadataResponseTopic
+    return MetadataResponse(throttle_time_ms=0, brokers=[], cluster_id=None, controller_id=-1, topics=[
+        T(error_code=code, name=t.name or "", topic_id=t.topic_id, partitions=[]) for t in req.topics or []],
+        cluster_authorized_operations=-2147483648)

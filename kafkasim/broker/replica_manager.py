@@ -43,7 +43,11 @@ from kafkasim.broker.purgatory import DelayedOperationPurgatory, TopicPartitionO
 from kafkasim.broker.replica_fetcher import PartitionFetchState, ReplicaFetcherManager
 from kafkasim.broker.zk import zk_data as Z
 from kafkasim.protocol import errors as E
+from kafkasim.records.batch import CREATE_TIME, LOG_APPEND_TIME, MAGIC_VALUE_V2, peek_magic
+from kafkasim.records.conversion import up_convert
+from kafkasim.records.errors import CorruptReason, CorruptRecordError
 from kafkasim.runtime.api import FileSystem, NodeRuntime, Task, ZkClient
+from kafkasim.storage.file_records import FileRecords
 from kafkasim.storage.log import AppendInfo, KafkaStorageError, LogConfig
 from kafkasim.storage.log_manager import LogManager
 from kafkasim.storage.producer_state import AppendOrigin
@@ -75,6 +79,8 @@ class FetchSpec:
     max_bytes: int
     current_leader_epoch: int = -1
     log_start_offset: int = -1     # a follower's
+    last_fetched_epoch: int = -1   # fetch v12+: checked against the log for divergence
+    min_one_message: bool = True   # fetch v0-v2: False (Kafka's hardMaxBytesLimit)
 
 
 @dataclass
@@ -87,6 +93,7 @@ class FetchResult:
     # READ_COMMITTED consumers only (None otherwise: the response's null): the aborted
     # transactions overlapping the records returned.
     aborted_transactions: list[AbortedTxn] | None = None
+    diverging_epoch: tuple[int, int] | None = None   # (epoch, end offset) when the fetcher diverged
 
 
 @dataclass
@@ -344,10 +351,11 @@ class ReplicaManager:
         coordinator epochs checked)."""
         p = self.partitions.get((topic, partition))
         if p is None:
-            return PartitionAppendResult(E.UNKNOWN_TOPIC_OR_PARTITION)
+            return PartitionAppendResult(self.missing_partition_error(topic, partition))
         if p.offline:
             return PartitionAppendResult(E.KAFKA_STORAGE_ERROR, error_message="the log dir is offline")
         try:
+            records = self._up_convert(records, p.log.config)
             validated = validate_produce_records(records, p.log.config, origin)  # the topic's max.message.bytes
             info = await p.append_records_to_leader(validated, required_acks, origin)
         except AppendError as exc:
@@ -356,6 +364,20 @@ class ReplicaManager:
             self.on_storage_error()
             return PartitionAppendResult(E.KAFKA_STORAGE_ERROR, error_message=str(exc))
         return PartitionAppendResult(E.NONE, info.first_offset, p.log_start_offset, info=info)
+
+    def _up_convert(self, records: Any, config: LogConfig) -> Any:
+        """Produce v0-v2 may carry magic 0/1 message sets: Kafka's log holds only record batch
+        v2, so LogValidator converts them into one batch (compression.type decides the codec)."""
+        if records is None or len(records) < 17 or peek_magic(records, 0) == MAGIC_VALUE_V2:
+            return records
+        ts_type = LOG_APPEND_TIME if config.message_timestamp_type == "LogAppendTime" else CREATE_TIME
+        try:
+            return up_convert(records, topic_compression_type=config.compression_type, timestamp_type=ts_type,
+                              now_ms=int(self.rt.now_ms()))
+        except CorruptRecordError as exc:
+            code = E.CORRUPT_MESSAGE if exc.reason in (CorruptReason.CRC_MISMATCH, CorruptReason.BAD_LENGTH,
+                                                        CorruptReason.TRUNCATED) else E.INVALID_RECORD
+            raise AppendError(code, f"invalid message set: {exc}") from exc
 
     async def wait_for_replication(self, topic: str, partition: int, required_offset: int,
                                    deadline_ms: float) -> int:
@@ -367,9 +389,18 @@ class ReplicaManager:
         return op.error
 
     # ---------------------------------------------------------------- fetch
+    def missing_partition_error(self, topic: str, partition: int) -> int:
+        """ReplicaManager.getPartitionOrError for a partition this broker does not host: the
+        topic exists but this broker is not (or no longer) a replica — NOT_LEADER_OR_FOLLOWER,
+        so clients refresh their metadata — or it does not exist."""
+        meta = self.metadata_cache.topic(topic)
+        if meta is not None and partition in meta.partitions:
+            return E.NOT_LEADER_OR_FOLLOWER
+        return E.UNKNOWN_TOPIC_OR_PARTITION
+
     def _check_fetch_partition(self, s: FetchSpec, p: Partition | None) -> int:
         if p is None:
-            return E.UNKNOWN_TOPIC_OR_PARTITION
+            return self.missing_partition_error(s.topic, s.partition)
         if p.offline:
             return E.KAFKA_STORAGE_ERROR
         if s.current_leader_epoch >= 0 and s.current_leader_epoch < p.leader_epoch:
@@ -393,16 +424,34 @@ class ReplicaManager:
                 continue
             assert p is not None
             leo = p.log_end_offset
-            if s.fetch_offset < p.log_start_offset or s.fetch_offset > leo:
-                results.append(FetchResult(E.OFFSET_OUT_OF_RANGE, p.high_watermark, p.log_start_offset))
+            code, diverging = self._diverging_epoch(p, s)
+            if code == E.NONE and diverging is None and not p.log_start_offset <= s.fetch_offset <= leo:
+                code = E.OFFSET_OUT_OF_RANGE
+            if code != E.NONE:
+                # An error of the read: no offsets in the answer (Kafka's createLogReadResult).
+                results.append(FetchResult(code))
+                continue
+            if diverging is not None:
+                results.append(FetchResult(E.NONE, p.high_watermark, p.log_start_offset, b"", p.last_stable_offset,
+                                           diverging_epoch=diverging))
                 continue
             if follower:
                 p.update_follower_fetch_state(replica_id, s.fetch_offset, s.log_start_offset, leo)
-            # fetch.max.bytes caps the response, but the first batch always goes out (KIP-74).
+            # fetch.max.bytes caps the response, but the first batch always goes out (KIP-74) —
+            # from fetch v3 on; v0-v2 have a hard limit (an oversized first batch reads nothing).
             budget = min(s.max_bytes, max_bytes - total) if total else s.max_bytes
+            if not s.min_one_message:
+                budget = min(s.max_bytes, max_bytes - total)
+            data: FileRecords | bytes
             try:
-                data, aborted = self._read_partition(p, s.fetch_offset, budget, total, committed and not follower,
-                                                     leo if follower else None)
+                aborted: list[AbortedTxn] | None = None
+                if not s.min_one_message:  # fetch v0-v2 (no isolation level yet): a hard limit
+                    hard_limit = leo if follower else p.high_watermark
+                    data = p.log.read_records(s.fetch_offset, max(budget, 0), max_offset=hard_limit,
+                                              min_one_message=False)
+                else:
+                    data, aborted = self._read_partition(p, s.fetch_offset, budget, total,
+                                                         committed and not follower, leo if follower else None)
             except KafkaStorageError:
                 self.on_storage_error()
                 results.append(FetchResult(E.KAFKA_STORAGE_ERROR))
@@ -425,6 +474,23 @@ class ReplicaManager:
             records, aborted = p.read_committed(offset, max(budget, 0))
             return records, aborted
         return p.read(offset, max(budget, 0), False, max_offset=limit), None
+
+    @staticmethod
+    def _diverging_epoch(p: Partition, s: FetchSpec) -> tuple[int, tuple[int, int] | None]:
+        """Partition.readRecords with a last fetched epoch (fetch v12+): the largest epoch <= it
+        that this log knows and where it ends — (epoch, end offset) when that ends before the
+        fetch offset or is an older epoch: the fetcher diverged. An epoch this log cannot place,
+        or a fetch offset below the log start, is OFFSET_OUT_OF_RANGE."""
+        if s.last_fetched_epoch < 0:
+            return E.NONE, None
+        code, epoch, end = p.last_offset_for_leader_epoch(s.current_leader_epoch, s.last_fetched_epoch)
+        if code != E.NONE:
+            return code, None
+        if end < 0 or epoch < 0 or s.fetch_offset < p.log_start_offset:
+            return E.OFFSET_OUT_OF_RANGE, None
+        if epoch < s.last_fetched_epoch or end < s.fetch_offset:
+            return E.NONE, (epoch, end)
+        return E.NONE, None
 
     async def fetch_messages(self, specs: list[FetchSpec], max_wait_ms: int, min_bytes: int, max_bytes: int,
                              committed: bool, replica_id: int = -1) -> list[FetchResult]:

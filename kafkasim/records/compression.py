@@ -116,7 +116,10 @@ def compress(codec: int, data: Buffer, *, magic: int = 2) -> bytes:
     if codec is NONE:
         return bytes(data)
     if codec is GZIP:
-        return gzip.compress(data, compresslevel=GZIP_DEFAULT_LEVEL, mtime=0)
+        out = gzip.compress(data, compresslevel=GZIP_DEFAULT_LEVEL, mtime=0)
+        # Header byte 9 is the OS: Java's GZIPOutputStream (Kafka) writes 255 (unknown), CPython
+        # its own (3, Unix) — set it so the bytes are the ones Kafka would store.
+        return out[:9] + b"\xff" + out[10:]
     if codec is SNAPPY:
         return _xerial_compress(data)
     if codec is LZ4:

@@ -13,9 +13,9 @@ import html
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from kafkasim.harness.repro import repro_command
 from kafkasim.report.labels import label
 from kafkasim.report.model import ANOMALY_COLUMNS, FAULT_COLUMNS, ReportData, Row, RunLinks
-from kafkasim.harness.repro import repro_command
 
 CSS = """
 body { font-family: system-ui, sans-serif; margin: 1.5em; color: #222; max-width: 1400px; }

@@ -65,7 +65,7 @@ VERSIONS: dict[int, tuple[int, int]] = {
     A.CREATE_PARTITIONS: (0, 3),
     A.DELETE_RECORDS: (0, 2),
     A.DESCRIBE_CLUSTER: (0, 1),
-    A.OFFSET_FOR_LEADER_EPOCH: (2, 4),
+    A.OFFSET_FOR_LEADER_EPOCH: (0, 4),  # v0-v1: the same answer, without epochs in the request
 }
 
 

@@ -6,11 +6,17 @@ them, on top of the GroupCoordinator.
 `register(apis)` creates the broker's GroupCoordinator, makes it listen to partition leadership
 (leading an offsets partition = coordinating its groups) and registers the handlers.
 
-Versions advertised (minimums low enough for aiokafka, whose maximums are JoinGroup 5,
-SyncGroup 3, Heartbeat/LeaveGroup 1, OffsetCommit 3, OffsetFetch 3, FindCoordinator 1):
-OffsetCommit starts at 2 and OffsetFetch at 1 because their v0 store offsets in ZooKeeper.
-OffsetCommit/OffsetFetch stop at 8 (v9 belongs to the KIP-848 protocol), ListGroups at 4 (v5
-filters by group type, KIP-848).
+Versions advertised: exactly a ZooKeeper-mode Kafka 3.9.1 broker's. Per version:
+  OffsetCommit v0 / OffsetFetch v0   offsets in ZooKeeper, not in the group coordinator
+                                     (zk_offsets.py), as Kafka 3.9 still keeps them;
+  OffsetCommit v1                    the request's commit timestamp (-1: now);
+  OffsetCommit v2-v4                 the request's retention time;
+  OffsetCommit v9 / OffsetFetch v9   the KIP-848 member epoch / member id are carried but the
+                                     classic coordinator reads them as v8 does (the generation);
+  ListGroups v5                      the types filter: every group here is "classic".
+  ConsumerGroupHeartbeat / ConsumerGroupDescribe (KIP-848's protocol) are advertised, as Kafka
+  3.9 does, but the classic coordinator answers them UNSUPPORTED_VERSION (per group for
+  Describe) — KafkaApis' reply when group.coordinator.rebalance.protocols lacks "consumer".
 """
 
 from __future__ import annotations
@@ -20,10 +26,20 @@ from typing import TYPE_CHECKING
 from kafkasim.broker.group.coordinator import GroupCoordinator, LeaveMember
 from kafkasim.broker.group.manager import GROUP_METADATA_TOPIC_NAME, PartitionData
 from kafkasim.broker.group.metadata import JoinGroupResult, OffsetAndMetadata, SyncGroupResult, TopicPartition
+from kafkasim.broker.group.offsets_v0 import OffsetsV0Api, commit_response
+from kafkasim.broker.group.zk_offsets import ZkConsumerOffsets
 from kafkasim.broker.transaction.transaction_log import TRANSACTION_STATE_TOPIC_NAME
 from kafkasim.broker.zk.kafka_zk_client import TopicError
 from kafkasim.protocol import api as A
 from kafkasim.protocol import errors as E
+from kafkasim.protocol.messages.consumer_group_describe import (
+    ConsumerGroupDescribeRequest,
+    ConsumerGroupDescribeResponse,
+)
+from kafkasim.protocol.messages.consumer_group_heartbeat import (
+    ConsumerGroupHeartbeatRequest,
+    ConsumerGroupHeartbeatResponse,
+)
 from kafkasim.protocol.messages.delete_groups import DeleteGroupsRequest, DeleteGroupsResponse
 from kafkasim.protocol.messages.describe_groups import DescribeGroupsRequest, DescribeGroupsResponse
 from kafkasim.protocol.messages.find_coordinator import FindCoordinatorRequest, FindCoordinatorResponse
@@ -32,7 +48,7 @@ from kafkasim.protocol.messages.heartbeat import HeartbeatRequest, HeartbeatResp
 from kafkasim.protocol.messages.join_group import JoinGroupRequest, JoinGroupResponse
 from kafkasim.protocol.messages.leave_group import LeaveGroupRequest, LeaveGroupResponse
 from kafkasim.protocol.messages.list_groups import ListGroupsRequest, ListGroupsResponse
-from kafkasim.protocol.messages.offset_commit import OffsetCommitRequest, OffsetCommitResponse
+from kafkasim.protocol.messages.offset_commit import OffsetCommitRequest
 from kafkasim.protocol.messages.offset_delete import OffsetDeleteRequest, OffsetDeleteResponse
 from kafkasim.protocol.messages.offset_fetch import OffsetFetchRequest, OffsetFetchResponse
 from kafkasim.protocol.messages.sync_group import SyncGroupRequest, SyncGroupResponse
@@ -51,12 +67,14 @@ GROUP_VERSIONS: dict[int, tuple[int, int]] = {
     A.SYNC_GROUP: (0, 5),
     A.HEARTBEAT: (0, 4),
     A.LEAVE_GROUP: (0, 5),
-    A.OFFSET_COMMIT: (2, 8),
-    A.OFFSET_FETCH: (1, 8),
+    A.OFFSET_COMMIT: (0, 9),
+    A.OFFSET_FETCH: (0, 9),
     A.DESCRIBE_GROUPS: (0, 5),
-    A.LIST_GROUPS: (0, 4),
+    A.LIST_GROUPS: (0, 5),
     A.DELETE_GROUPS: (0, 2),
     A.OFFSET_DELETE: (0, 0),
+    A.CONSUMER_GROUP_HEARTBEAT: (0, 0),
+    A.CONSUMER_GROUP_DESCRIBE: (0, 0),
 }
 
 COORDINATOR_TYPE_GROUP = 0
@@ -68,6 +86,7 @@ NO_NODE = (-1, "", -1)        # Node.noNode()
 # Without an authorizer Kafka reports every operation a group supports: READ, DELETE, DESCRIBE.
 GROUP_AUTHORIZED_OPERATIONS = (1 << 3) | (1 << 6) | (1 << 8)
 AUTHORIZED_OPERATIONS_OMITTED = -2147483648
+CLASSIC_GROUP_TYPE = "classic"   # Group.GroupType.CLASSIC: the only kind the classic coordinator has
 
 
 def register(apis: ApiRegistry, group_apis: GroupApis) -> None:
@@ -84,6 +103,8 @@ def register(apis: ApiRegistry, group_apis: GroupApis) -> None:
         A.LIST_GROUPS: group_apis.handle_list_groups,
         A.DELETE_GROUPS: group_apis.handle_delete_groups,
         A.OFFSET_DELETE: group_apis.handle_offset_delete,
+        A.CONSUMER_GROUP_HEARTBEAT: group_apis.handle_consumer_group_heartbeat,
+        A.CONSUMER_GROUP_DESCRIBE: group_apis.handle_consumer_group_describe,
     }
     for key, handler in handlers.items():
         apis.register(key, *GROUP_VERSIONS[key], handler)
@@ -97,8 +118,12 @@ def _message(code: int) -> str:
 class GroupApis:
     def __init__(self, rt: NodeRuntime, config: BrokerConfig, metadata_cache: MetadataCache,
                  coordinator: GroupCoordinator, create_topic: CreateTopic,
-                 txn_coordinator: TransactionCoordinator | None = None) -> None:
+                 txn_coordinator: TransactionCoordinator | None = None,
+                 zk_offsets: ZkConsumerOffsets | None = None) -> None:
+        """`zk_offsets`: where OffsetCommit/OffsetFetch v0 keep offsets (None: v0 answers
+        COORDINATOR_NOT_AVAILABLE — a broker without ZooKeeper)."""
         self.rt = rt
+        self.v0 = OffsetsV0Api(metadata_cache, config.offset_metadata_max_bytes, zk_offsets)
         self.config = config
         self.metadata_cache = metadata_cache
         self.coordinator = coordinator
@@ -255,6 +280,8 @@ class GroupApis:
     # ---------------------------------------------------------------- OffsetCommit
     async def handle_offset_commit(self, header: RequestHeader, req: OffsetCommitRequest) -> Message:
         version = header.request_api_version
+        if version == 0:
+            return await self.v0.commit(req)
         now = self.rt.now_ms()
         retention = req.retention_time_ms if 2 <= version <= 4 else DEFAULT_RETENTION_TIME
         expire = None if retention == DEFAULT_RETENTION_TIME else now + retention
@@ -268,24 +295,21 @@ class GroupApis:
                     errors[tp] = E.UNKNOWN_TOPIC_OR_PARTITION
                     continue
                 epoch = p.committed_leader_epoch if version >= 6 else -1
+                stamp = p.commit_timestamp if version == 1 and p.commit_timestamp != DEFAULT_TIMESTAMP else now
                 offsets[tp] = OffsetAndMetadata(p.committed_offset, epoch, p.committed_metadata or "",
-                                                now, expire)
+                                                stamp, expire)
         if offsets:
             instance = req.group_instance_id if version >= 7 else None
             errors.update(await self.coordinator.handle_commit_offsets(
                 req.group_id, req.member_id, instance, req.generation_id_or_member_epoch, offsets))
-        T = OffsetCommitResponse.OffsetCommitResponseTopic
-        P = T.OffsetCommitResponsePartition
-        topics = []
-        for t in req.topics:
-            topics.append(T(name=t.name, partitions=[
-                P(partition_index=p.partition_index, error_code=errors[TopicPartition(t.name, p.partition_index)])
-                for p in t.partitions]))
-        return OffsetCommitResponse(throttle_time_ms=0, topics=topics)
+        refused = [tp for tp in errors if tp not in offsets]
+        return commit_response([*refused, *offsets], errors)
 
     # ---------------------------------------------------------------- OffsetFetch
     async def handle_offset_fetch(self, header: RequestHeader, req: OffsetFetchRequest) -> Message:
         version = header.request_api_version
+        if version == 0:
+            return await self.v0.fetch(req)
         require_stable = req.require_stable if version >= 7 else False
         if version >= 8:
             G = OffsetFetchResponse.OffsetFetchResponseGroup
@@ -304,9 +328,8 @@ class GroupApis:
         code, by_topic = self._fetch_group(req.group_id, require_stable, wanted)
         T = OffsetFetchResponse.OffsetFetchResponseTopic
         P = T.OffsetFetchResponsePartition
-        if code != E.NONE and version < 2:
-            # No top-level error before v2: every requested partition carries it.
-            by_topic = [(name, [(i, PartitionData(-1, -1, "", code)) for i in parts]) for name, parts in wanted or []]
+        # Before v2 there is no top-level error: a group error leaves the answer empty (Kafka 3.9's
+        # coordinator completes the group's future exceptionally; there are no partitions to carry it).
         topics = [T(name=name, partitions=[P(partition_index=i, committed_offset=d.offset, committed_leader_epoch=-1,
                                              metadata=d.metadata, error_code=d.error) for i, d in parts])
                   for name, parts in by_topic]
@@ -355,13 +378,18 @@ class GroupApis:
     async def handle_list_groups(self, header: RequestHeader, req: ListGroupsRequest) -> Message:
         version = header.request_api_version
         states = set(req.states_filter or []) if version >= 4 else set()
+        types = {t.lower() for t in req.types_filter or []} if version >= 5 else set()
         code, overviews = self.coordinator.handle_list_groups(states)
+        if types and CLASSIC_GROUP_TYPE not in types:
+            overviews = []   # the classic coordinator has classic groups only
         L = ListGroupsResponse.ListedGroup
         groups = []
         for o in overviews:
             g = L(group_id=o.group_id, protocol_type=o.protocol_type)
             if version >= 4:
                 g.group_state = o.state
+            if version >= 5:
+                g.group_type = CLASSIC_GROUP_TYPE
             groups.append(g)
         return ListGroupsResponse(throttle_time_ms=0, error_code=code, groups=groups)
 
@@ -394,3 +422,14 @@ class GroupApis:
                                                error_code=errors[TopicPartition(t.name, p.partition_index)])
                                              for p in t.partitions]) for t in req.topics]
         return OffsetDeleteResponse(error_code=E.NONE, throttle_time_ms=0, topics=topics)
+
+    # ---------------------------------------------------------------- KIP-848 (not enabled)
+    async def handle_consumer_group_heartbeat(self, header: RequestHeader,
+                                              req: ConsumerGroupHeartbeatRequest) -> Message:
+        return ConsumerGroupHeartbeatResponse(throttle_time_ms=0, error_code=E.UNSUPPORTED_VERSION)
+
+    async def handle_consumer_group_describe(self, header: RequestHeader,
+                                             req: ConsumerGroupDescribeRequest) -> Message:
+        G = ConsumerGroupDescribeResponse.DescribedGroup
+        return ConsumerGroupDescribeResponse(throttle_time_ms=0, groups=[
+            G(group_id=g, error_code=E.UNSUPPORTED_VERSION) for g in req.group_ids])

@@ -248,8 +248,8 @@ def test_api_versions_advertise_the_group_apis() -> None:
     keys = cluster.run(main)
     assert keys[A.FIND_COORDINATOR] == (0, 6) and keys[A.JOIN_GROUP] == (0, 9) and keys[A.SYNC_GROUP] == (0, 5)
     assert keys[A.HEARTBEAT] == (0, 4) and keys[A.LEAVE_GROUP] == (0, 5)
-    assert keys[A.OFFSET_COMMIT] == (2, 8) and keys[A.OFFSET_FETCH] == (1, 8)
-    assert keys[A.DESCRIBE_GROUPS] == (0, 5) and keys[A.LIST_GROUPS] == (0, 4)
+    assert keys[A.OFFSET_COMMIT] == (0, 9) and keys[A.OFFSET_FETCH] == (0, 9)
+    assert keys[A.DESCRIBE_GROUPS] == (0, 5) and keys[A.LIST_GROUPS] == (0, 5)
     assert keys[A.DELETE_GROUPS] == (0, 2) and keys[A.OFFSET_DELETE] == (0, 0)
     # aiokafka picks the highest version it implements inside [min, max]: it must find one.
     aiokafka = {A.FIND_COORDINATOR: {0, 1}, A.JOIN_GROUP: {0, 1, 2, 5}, A.SYNC_GROUP: {0, 1, 3},

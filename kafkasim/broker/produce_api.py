@@ -1,0 +1,147 @@
+"""Produce (api key 0), versions 0-11, as Kafka 3.9's KafkaApis.handleProduceRequest answers them.
+
+Per version (ProduceRequest.validateRecords, then the log's LogValidator):
+  v0-v2   any message format: magic 0/1 message sets are up-converted to one record batch v2
+          (kafkasim.records.conversion.up_convert; ReplicaManager.append_records), magic 2
+          batches go in as they are — Kafka does not check the magic below v3.
+  v3+     exactly one record batch, magic 2 (else INVALID_RECORD).
+  v3-v6   zstd is refused (UNSUPPORTED_COMPRESSION_TYPE): clients that can read zstd ask v7+.
+  v10+    NOT_LEADER_OR_FOLLOWER carries the current leader, and the response its endpoint
+          (KIP-951), so the producer can move without a metadata round trip.
+Internal topics (__consumer_offsets, __transaction_state) take no client's writes
+(INVALID_TOPIC_EXCEPTION), only the admin client's. acks=0 gets no response at all — and when
+a partition failed, the connection is closed.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from kafkasim.broker.api_registry import CloseConnection
+from kafkasim.broker.metadata_cache import INTERNAL_TOPICS
+from kafkasim.protocol import errors as E
+from kafkasim.protocol.messages.produce import ProduceRequest, ProduceResponse
+from kafkasim.records.batch import MAGIC_VALUE_V2, iter_batches, peek_magic
+from kafkasim.records.compression import CompressionType
+from kafkasim.records.errors import CorruptRecordError
+
+if TYPE_CHECKING:
+    from kafkasim.broker.metadata_cache import MetadataCache
+    from kafkasim.broker.replica_manager import ReplicaManager
+    from kafkasim.protocol.messages.headers import RequestHeader
+    from kafkasim.runtime.api import NodeRuntime
+
+ADMIN_CLIENT_ID = "__admin_client"   # AdminUtils.ADMIN_CLIENT_ID
+R = ProduceResponse.TopicProduceResponse
+PR = R.PartitionProduceResponse
+
+
+def validate_records(version: int, records: Any) -> tuple[int, str | None]:
+    """ProduceRequest.validateRecords: (error, message) for what a version may carry."""
+    if version < 3:
+        return E.NONE, None
+    if records is None or len(records) == 0:
+        return E.INVALID_RECORD, f"Produce requests with version {version} must have at least one record batch " \
+                                 "per partition"
+    if len(records) < 17 or peek_magic(records, 0) != MAGIC_VALUE_V2:
+        return E.INVALID_RECORD, f"Produce requests with version {version} are only allowed to contain record " \
+                                 "batches with magic version 2"
+    try:
+        batches = list(iter_batches(records))
+    except CorruptRecordError:
+        return E.NONE, None   # the log's validation answers corrupt data
+    if batches and version < 7 and batches[0][1].compression_id == CompressionType.ZSTD:
+        return E.UNSUPPORTED_COMPRESSION_TYPE, f"Produce requests with version {version} are not allowed to use " \
+                                               "ZStandard compression"
+    if len(batches) > 1:
+        return E.INVALID_RECORD, f"Produce requests with version {version} are only allowed to contain exactly " \
+                                 "one record batch per partition"
+    return E.NONE, None
+
+
+class ProduceApi:
+    def __init__(self, rt: NodeRuntime, replica_manager: ReplicaManager, metadata_cache: MetadataCache) -> None:
+        self.rt = rt
+        self.replica_manager = replica_manager
+        self.metadata_cache = metadata_cache
+
+    async def handle(self, header: RequestHeader, req: ProduceRequest) -> ProduceResponse | None:
+        """Append every partition, then — for acks=all — wait for each append to be replicated
+        (DelayedProduce: until the high watermark passes it, or the request's timeout_ms)."""
+        rm, rt, acks = self.replica_manager, self.rt, req.acks
+        version = header.request_api_version
+        deadline = rt.monotonic_ms() + max(0, req.timeout_ms)
+        responses = []
+        delayed: list[tuple[Any, str, int, int]] = []
+        for td in req.topic_data:
+            parts = []
+            for pd in td.partition_data:
+                part, required = await self._append(version, acks, td.name, pd, header.client_id)
+                parts.append(part)
+                if required is not None:
+                    delayed.append((part, td.name, pd.index, required))
+            responses.append(R(name=td.name, partition_responses=parts))
+        for part, topic, index, required in delayed:
+            code = await rm.wait_for_replication(topic, index, required, deadline)
+            if code != E.NONE:
+                part.error_code, part.base_offset = code, -1
+                rt.trace("produce_not_replicated", topic=topic, partition=index, error=code, required_offset=required)
+        if acks == 0:
+            if any(part.error_code != E.NONE for topic in responses for part in topic.partition_responses):
+                # No response to carry the error: Kafka closes the connection, so the producer
+                # notices and refreshes its metadata.
+                rt.trace("connection_closed", reason="acks=0 produce failed")
+                raise CloseConnection("error in a produce request with acks=0")
+            return None  # acks=0: the producer expects no response at all
+        endpoints = self._leader_hints(req, responses) if version >= 10 else []
+        return ProduceResponse(responses=responses, throttle_time_ms=0, node_endpoints=endpoints)
+
+    async def _append(self, version: int, acks: int, topic: str, pd: Any,
+                      client_id: str | None) -> tuple[Any, int | None]:
+        """One partition's answer, and for acks=all the offset replication must reach."""
+        if acks not in (0, 1, -1):
+            return PR(index=pd.index, error_code=E.INVALID_REQUIRED_ACKS, base_offset=-1, log_append_time_ms=-1,
+                      log_start_offset=-1), None
+        meta = self.metadata_cache.topic(topic)
+        if meta is None or pd.index not in meta.partitions:
+            return PR(index=pd.index, error_code=E.UNKNOWN_TOPIC_OR_PARTITION, base_offset=-1,
+                      log_append_time_ms=-1, log_start_offset=-1), None
+        code, message = validate_records(version, pd.records)
+        if code != E.NONE:
+            return PR(index=pd.index, error_code=code, base_offset=-1, log_append_time_ms=-1, log_start_offset=-1,
+                      record_errors=[], error_message=message), None
+        if topic in INTERNAL_TOPICS and client_id != ADMIN_CLIENT_ID:
+            # ReplicaManager.appendToLocalLog: only the admin client may write an internal topic.
+            return PR(index=pd.index, error_code=E.INVALID_TOPIC_EXCEPTION, base_offset=-1, log_append_time_ms=-1,
+                      log_start_offset=-1), None
+        res = await self.replica_manager.append_records(topic, pd.index, pd.records, acks)
+        self.rt.trace("produce", topic=topic, partition=pd.index, error=res.error_code,
+                      base_offset=res.base_offset, records=res.info.record_count if res.info else 0)
+        part = PR(index=pd.index, error_code=res.error_code, base_offset=res.base_offset, log_append_time_ms=-1,
+                  log_start_offset=res.log_start_offset, record_errors=[], error_message=res.error_message)
+        if acks == -1 and res.error_code == E.NONE and res.info is not None:
+            return part, res.info.last_offset + 1
+        return part, None
+
+    def _leader_hints(self, req: ProduceRequest, responses: list[Any]) -> list[Any]:
+        """KIP-951: NOT_LEADER_OR_FOLLOWER partitions name the leader this broker knows."""
+        NE = ProduceResponse.NodeEndpoint
+        leaders: set[int] = set()
+        for topic in responses:
+            meta = self.metadata_cache.topic(topic.name)
+            for part in topic.partition_responses:
+                if part.error_code != E.NOT_LEADER_OR_FOLLOWER:
+                    continue
+                p = self.replica_manager.get_partition(topic.name, part.index)
+                pm = meta.partitions.get(part.index) if meta is not None else None
+                if p is not None:
+                    leader, epoch = (p.leader_id if p.leader_id is not None else -1), p.leader_epoch
+                elif pm is not None:
+                    leader, epoch = pm.leader, pm.leader_epoch
+                else:
+                    leader, epoch = -1, -1
+                part.current_leader = PR.LeaderIdAndEpoch(leader_id=leader, leader_epoch=epoch)
+                leaders.add(leader)
+        brokers = self.metadata_cache.brokers
+        return [NE(node_id=b, host=brokers[b].host, port=brokers[b].port, rack=brokers[b].rack)
+                for b in sorted(leaders) if b in brokers]
