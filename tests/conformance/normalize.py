@@ -28,9 +28,14 @@ difference shows as the field that differs. Then, field by field:
   cluster_id           cluster_id                               random per ZooKeeper ensemble
   error_message        error_message & *_error_message           Kafka's text is free-form (often an exception
                                                                 message); compared as null vs present only
-  config_value_paths   DescribeConfigs values of log.dirs,      paths of each broker's own directory, and the
+  config_value_paths   DescribeConfigs values of log.dirs,      each broker's own directories, ZooKeeper and
                        log.dir, zookeeper.connect, listeners,    ports; compared as "<local>"
-                       advertised.listeners, port, broker.id?   (no: broker.id is compared)
+                       advertised.listeners, port; log_dir
+                       fields holding an absolute path
+  unordered            lists named `configs` (by name) and       Kafka builds them from hash maps, so their order
+                       `partitions` (by partition_index)        is unspecified; sorted before comparing
+  own_part             ListGroups' groups: only the case's own   (library.own_groups, declared per step with
+                       groups                                   `only=`) the cluster is shared by every case
   crc                  batch crc                                 derived from the other fields (compared) and
                                                                 from the normalised timestamps/producer ids
 
@@ -46,7 +51,8 @@ from kafkasim.records.batch import iter_batches, decode_batch_records
 from kafkasim.records.legacy import iter_legacy_entries, iter_legacy_messages
 
 NORMALISATIONS = ("throttle", "uuid", "producer_id", "member_id", "session_id", "wall_clock",
-                  "endpoint", "cluster_id", "error_message", "config_value_paths", "crc")
+                  "endpoint", "cluster_id", "error_message", "config_value_paths", "unordered", "own_part", "crc")
+UNORDERED = {"configs": "name", "partitions": "partition_index"}
 
 ZERO_UUID = b"\x00" * 16
 WALL_CLOCK = {"log_append_time_ms", "issue_timestamp", "issue_timestamp_ms", "expiry_timestamp",
@@ -156,6 +162,10 @@ def _field(key: str, value: Any, numbering: Numbering, log_append_batch: bool) -
         return "<cluster id>"
     if key.endswith("error_message") and isinstance(value, str):
         return "<message>"
+    if key == "log_dir" and isinstance(value, str) and value.startswith("/"):
+        return "<local>"
+    if key in UNORDERED and isinstance(value, list) and all(isinstance(v, dict) and UNORDERED[key] in v for v in value):
+        value = sorted(value, key=lambda v: v[UNORDERED[key]])
     if key == "records" and isinstance(value, list) and log_append_batch:
         return [{**r, "timestamp_ms": "<wall clock>"} if isinstance(r, dict) else r for r in value]
     return normalise(value, numbering)
