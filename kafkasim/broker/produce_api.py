@@ -117,8 +117,16 @@ class ProduceApi:
         res = await self.replica_manager.append_records(topic, pd.index, pd.records, acks)
         self.rt.trace("produce", topic=topic, partition=pd.index, error=res.error_code,
                       base_offset=res.base_offset, records=res.info.record_count if res.info else 0)
+        if res.error_code != E.NONE:
+            # LogAppendInfo.UNKNOWN_LOG_APPEND_INFO: no offsets; Kafka sends a message only with
+            # record errors (RecordValidationException), never for a refused batch as a whole.
+            part = PR(index=pd.index, error_code=res.error_code, base_offset=-1, log_append_time_ms=-1,
+                      log_start_offset=-1, record_errors=[], error_message=None)
+            self.rt.trace("produce_refused", topic=topic, partition=pd.index, error=res.error_code,
+                          reason=res.error_message or "")
+            return part, None
         part = PR(index=pd.index, error_code=res.error_code, base_offset=res.base_offset, log_append_time_ms=-1,
-                  log_start_offset=res.log_start_offset, record_errors=[], error_message=res.error_message)
+                  log_start_offset=res.log_start_offset, record_errors=[], error_message=None)
         if acks == -1 and res.error_code == E.NONE and res.info is not None:
             return part, res.info.last_offset + 1
         return part, None

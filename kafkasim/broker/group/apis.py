@@ -143,12 +143,14 @@ class GroupApis:
         for key in req.coordinator_keys:
             code, (node_id, host, port) = await self._get_coordinator(req.key_type, key, version)
             coordinators.append(C(key=key, node_id=node_id, host=host, port=port, error_code=code,
-                                  error_message=None if code == E.NONE else _message(code)))
+                                  error_message=_message(code)))  # Kafka sends "NONE" too
         return FindCoordinatorResponse(throttle_time_ms=0, coordinators=coordinators)
 
     async def _get_coordinator(self, key_type: int, key: str, version: int) -> tuple[int, tuple[int, str, int]]:
         if key_type == COORDINATOR_TYPE_SHARE and version < 6:
             return E.INVALID_REQUEST, NO_NODE
+        if key_type not in (COORDINATOR_TYPE_GROUP, COORDINATOR_TYPE_TRANSACTION, COORDINATOR_TYPE_SHARE):
+            return E.INVALID_REQUEST, NO_NODE  # CoordinatorType.forId: "Unknown coordinator type"
         if key_type == COORDINATOR_TYPE_TRANSACTION and self.txn_coordinator is not None:
             return await self._get_txn_coordinator(self.txn_coordinator, key)
         if key_type != COORDINATOR_TYPE_GROUP:
