@@ -61,7 +61,7 @@ class CoordinatorClient:
         """(error code, response) of the first answer that is not retriable; `make` builds the
         request anew for each attempt (the producer's epoch may move between attempts)."""
         deadline = self.rt.monotonic_ms() + self.max_block_ms
-        last = E.COORDINATOR_NOT_AVAILABLE
+        last = E.NONE
         while self.rt.monotonic_ms() < deadline:
             try:
                 conn = self._conn if self._conn is not None and not self._conn.closed else await self._find()
@@ -71,14 +71,16 @@ class CoordinatorClient:
                 code = r.code
             except (NetworkError, RuntimeTimeout, ClientError):
                 code = E.NETWORK_EXCEPTION
+            if code not in REDISCOVER and code not in BACK_OFF and code not in retry_also:
+                return code, resp
+            if code != last:  # one event per change of error, not per retry
+                self.rt.trace("coordinator_retry", key=self.key, coordinator=self.node_id, error=E.error_name(code))
             if code in REDISCOVER:
                 self.forget()
-            elif code not in BACK_OFF and code not in retry_also:
-                return code, resp
             last = code
             await self.rt.sleep(self.retry_backoff_ms)
         raise CoordinatorUnreachable(f"{self.key}: no answer within {self.max_block_ms} ms "
-                                     f"(last error {E.error_name(last)})")
+                                     f"(last error {E.error_name(last if last != E.NONE else E.REQUEST_TIMED_OUT)})")
 
 
 class _Retry(Exception):

@@ -97,8 +97,8 @@ class Copier:
                 txn.end_invoke_ms = self.rt.monotonic_ms()
                 await p.commit_transaction()
                 txn.outcome = "committed"
-            except TransactionAbortableError:
-                txn.intent = "abort"
+            except TransactionAbortableError as exc:
+                txn.intent, txn.error = "abort", str(exc)
                 txn.end_invoke_ms = self.rt.monotonic_ms()
                 await p.abort_transaction()
                 txn.outcome = "aborted"
@@ -107,7 +107,8 @@ class Copier:
             p.close()
             self.producer = None
         txn.complete_ms = self.rt.monotonic_ms()
-        self.rt.trace("copier_txn", process=self.process, txn=txn.id, outcome=txn.outcome, reads=len(records))
+        self.rt.trace("copier_txn", process=self.process, txn=txn.id, outcome=txn.outcome, reads=len(records),
+                      error=txn.error)
         if txn.outcome != "committed":
             await self.rewind()
 
