@@ -109,7 +109,7 @@ class TxnInvariants:
             for pid, first in v.ongoing:
                 if (pid, (v.topic, v.partition)) not in open_at:
                     stuck.add(("hanging", v.topic, str(v.partition), str(pid), str(first)))
-        self._since = {k: self._since.get(k, now_ms) for k in stuck}
+        self._since = {k: self._since.get(k, now_ms) for k in sorted(stuck)}
         for k, since in self._since.items():
             if now_ms - since > self.bound_ms:
                 self._once(self.missing, k, {"what": list(k), "for_ms": now_ms - since})
