@@ -18,7 +18,8 @@ __all__ = ["CLIENT_MAX_VERSIONS", "BrokerConnection", "ClientError"]
 # The highest version kafkasim's client implements per API.
 CLIENT_MAX_VERSIONS: dict[int, int] = {
     A.API_VERSIONS: 3, A.METADATA: 12, A.PRODUCE: 9, A.FETCH: 12, A.LIST_OFFSETS: 7, A.CREATE_TOPICS: 7,
-    A.INIT_PRODUCER_ID: 4,
+    A.INIT_PRODUCER_ID: 4, A.FIND_COORDINATOR: 3, A.ADD_PARTITIONS_TO_TXN: 3, A.ADD_OFFSETS_TO_TXN: 3,
+    A.END_TXN: 3, A.TXN_OFFSET_COMMIT: 3, A.OFFSET_FETCH: 7,
 }
 
 

@@ -1,13 +1,15 @@
 """Consumer: kafkasim's own consumer with manual assignment (consumer groups come with the
 group coordinator). Fetch long-polls the leaders of the assigned partitions, decodes whole
 batches, skips records below the position (a batch can start before it) and ignores a
-trailing partial batch, as Kafka's consumers do."""
+trailing partial batch, as Kafka's consumers do. With isolation_level 1 (read_committed) the
+records of aborted transactions are dropped as Kafka's CompletedFetch does (read_committed.py)."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
 from kafkasim.client.cluster import ClientCluster
+from kafkasim.client.read_committed import READ_COMMITTED, AbortedTransactions
 from kafkasim.protocol import errors as E
 from kafkasim.protocol.messages.fetch import FetchRequest
 from kafkasim.protocol.messages.list_offsets import ListOffsetsRequest
@@ -144,8 +146,13 @@ class Consumer:
         out: list[ConsumedRecord] = []
         pos = self.positions[tp]
         assert pos is not None
+        read_committed = self.config.isolation_level == READ_COMMITTED
+        aborted = AbortedTransactions(p.aborted_transactions) if read_committed else None  # type: ignore[attr-defined]
         try:
             for at, h in iter_batches(data):
+                if aborted is not None and aborted.skip(data, at, h):
+                    pos = max(pos, h.next_offset)
+                    continue
                 if h.is_control:
                     pos = max(pos, h.next_offset)
                     continue

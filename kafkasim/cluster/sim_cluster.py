@@ -7,6 +7,8 @@ Fault targets may name a role instead of a node, resolved when the fault fires:
   "leader:<topic>-<p>"    the broker leading that partition (the live leader with the highest
                           leader epoch)
   "follower:<topic>-<p>"  the in-sync follower of that partition with the lowest broker id
+  "txn_coordinator:<transactional.id>"  the transaction coordinator of that id: the leader of
+                          its __transaction_state partition
 Each fault resolves its roles afresh; a restart (`fresh=False`) reuses the node the role last
 resolved to, so "crash leader:t-0" ... "restart leader:t-0" restarts the broker that was crashed
 (which by then no longer leads).
@@ -22,6 +24,7 @@ from collections.abc import Callable
 from kafkasim.broker.config import BrokerConfig
 from kafkasim.broker.replica_manager import ReplicaManager
 from kafkasim.broker.server import KafkaServer
+from kafkasim.broker.transaction.transaction_log import TRANSACTION_STATE_TOPIC_NAME
 from kafkasim.runtime.api import ConnectionLossError, SessionExpiredError
 from kafkasim.runtime.sim.kernel import Owner
 from kafkasim.runtime.sim.world import SimWorld
@@ -31,6 +34,7 @@ BROKER_PORT = 9092
 # KafkaServer startup. Prepare to shutdown", then Exit(1)); its supervisor (systemd's
 # Restart=on-failure, a Kubernetes pod) starts it again after this long.
 SUPERVISOR_RESTART_MS = 3000.0
+TXN_COORDINATOR = "txn_coordinator:"
 
 
 def broker_node_name(broker_id: int) -> str:
@@ -128,6 +132,12 @@ class SimCluster:
         followers = sorted(b for b in (p.isr if p is not None else []) if broker_node_name(b) != leader)
         return broker_node_name(followers[0]) if followers else None
 
+    def txn_coordinator_of(self, transactional_id: str) -> str | None:
+        for _, s in self.live_servers():
+            if s.txn_coordinator is not None:
+                return self.leader_of(TRANSACTION_STATE_TOPIC_NAME, s.txn_coordinator.partition_for(transactional_id))
+        return None
+
     def resolve(self, target: str, fresh: bool = True) -> str | None:
         """A node name for a fault target (a node name stays itself); `fresh=False` reuses what
         the role last resolved to (the restart after a crash)."""
@@ -138,6 +148,8 @@ class SimCluster:
         name: str | None = None
         if target == "controller":
             name = self.controller()
+        elif target.startswith(TXN_COORDINATOR):
+            name = self.txn_coordinator_of(target[len(TXN_COORDINATOR):])
         else:
             role, _, tp = target.partition(":")
             topic, _, part = tp.rpartition("-")
@@ -149,4 +161,4 @@ class SimCluster:
 
 
 def is_role_target(target: str) -> bool:
-    return target == "controller" or target.startswith(("leader:", "follower:"))
+    return target == "controller" or target.startswith(("leader:", "follower:", TXN_COORDINATOR))

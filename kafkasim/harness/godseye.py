@@ -67,6 +67,7 @@ from typing import Any
 from kafkasim.cluster.sim_cluster import SimCluster
 from kafkasim.harness.checkers import Anomaly, CheckResult
 from kafkasim.harness.invariants import InvariantMonitor
+from kafkasim.harness.txn_invariants import TxnWatch
 from kafkasim.records.batch import LOG_OVERHEAD, MAGIC_VALUE_V2, MIN_BATCH_LENGTH, decode_batch_records, iter_batches
 from kafkasim.records.crc import crc32c
 from kafkasim.runtime.sim.filesystem import SimDisk, SimFile
@@ -530,6 +531,7 @@ class GodsEye:
         self.invariants = InvariantMonitor(world, cluster)
         self.errors = CheckResult("checker-error")
         self.bit_flips = BitFlipWatch()
+        self.txns = TxnWatch(world, cluster)
         listen(world, self._on_event)
 
     def _on_event(self, node: str, ev: str, fields: dict[str, Any]) -> None:
@@ -547,9 +549,10 @@ class GodsEye:
         try:
             self.recovery.step()
             self.invariants.check_everything()
+            self.txns.step()
         except Exception as exc:  # noqa: BLE001
             self.errors.anomalies.append(Anomaly("checker-error", {"event": "step",
                                                                     "error": f"{type(exc).__name__}: {exc}"}))
 
     def results(self) -> list[CheckResult]:
-        return self.recovery.finish() + self.invariants.results() + [self.errors]
+        return self.recovery.finish() + self.invariants.results() + self.txns.results() + [self.errors]

@@ -26,6 +26,8 @@ from kafkasim.harness.nemesis import with_concrete_faults
 from kafkasim.harness.repro import SEEDED_BUGS_ENV, repro_command
 from kafkasim.harness.scenario import Scenario
 from kafkasim.harness.timeline import write_timeline
+from kafkasim.harness.txn_checkers import check_txns, txn_stats
+from kafkasim.harness.txn_pipeline import spawn_txn_workload
 from kafkasim.harness.workload import History, run_consumer, run_producer
 from kafkasim.protocol import errors as E
 from kafkasim.runtime import seeded_bugs
@@ -72,6 +74,8 @@ def build_world(scenario: Scenario, seed: int, trace_out: Any, history: History,
     ready = world.kernel.future()
     admin = world.add_node("admin")
     admin.runtime.spawn(_create_topics(admin.runtime, bootstrap, scenario, ready), name="create topics")
+    if scenario.producer.txn is not None:
+        return world, _spawn_txn(world, scenario, bootstrap, ready, history), cluster
     topic = scenario.topics[0].name
     finals = []
     for i in range(scenario.producer.count):
@@ -87,6 +91,13 @@ def build_world(scenario: Scenario, seed: int, trace_out: Any, history: History,
             node.runtime, bootstrap, topic, scenario.consumer, node.name, history, scenario.producer.count)),
             name="consumer"))
     return world, finals, cluster
+
+
+def _spawn_txn(world: SimWorld, scenario: Scenario, bootstrap: str, ready: Any, history: History) -> list[Any]:
+    def spawn(name: str, make: Any) -> Any:
+        rt = world.add_node(name).runtime
+        return rt.spawn(_after(ready, make(rt)), name=name.rsplit("-", 1)[0])
+    return spawn_txn_workload(scenario, bootstrap, history, spawn, spawn)
 
 
 class _SimMemberHost:
@@ -173,7 +184,8 @@ def run_scenario(scenario: Scenario, seed: int, out_dir: str | None = None,
         flipped = eyes.bit_flips.partitions
         results = (attribute_offset_flips(history, check_all(history), flipped, workload_value_at(cluster),
                                           eyes.bit_flips.holes)
-                   + check_replicas(cluster, flipped) + eyes.results())
+                   + check_replicas(cluster, flipped) + eyes.results()
+                   + (check_txns(history) if scenario.producer.txn is not None else []))
         world.emit("harness", "run_end", {"completed": completed, "sends": len(history.sends),
                                           "polls": len(history.polls)})
     wall = wall_seconds() - wall_start
@@ -181,6 +193,8 @@ def run_scenario(scenario: Scenario, seed: int, out_dir: str | None = None,
     run["stats"]["failovers"] = failover_times(os.path.join(out_dir, "trace.jsonl"))
     run["seeded_bugs"] = sorted(world.seeded_bugs)
     run["stats"]["recoveries_checked"] = eyes.recovery.recoveries_checked
+    if scenario.producer.txn is not None:
+        run["stats"]["transactions"] = txn_stats(history)
     run["faults_fired"] = fired
     run["scenario_text"] = scenario.text
     run["scenario_sha256"] = hashlib.sha256(scenario.text.encode()).hexdigest()

@@ -18,7 +18,10 @@ ANOMALY_KINDS = ("lost-write", "duplicate", "reorder", "inconsistent-offsets", "
                  "isr-behind-high-watermark", "two-owners", "committed-offset-regression",
                  "recovered-not-prefix", "unwritten-bytes", "hw-above-isr-replica", "hw-regression",
                  "leader-epoch-regression", "controller-epoch-regression", "two-leaders-one-epoch",
-                 "leader-epoch-bit-flip", "corrupt-offset-delivered", "corrupt-offset-propagated")
+                 "leader-epoch-bit-flip", "corrupt-offset-delivered", "corrupt-offset-propagated",
+                 "aborted-read", "uncommitted-read", "torn-transaction", "lost-committed-write", "unseen-committed",
+                 "eos-duplicate", "eos-missing", "eos-offsets", "g1c", "lso-above-high-watermark",
+                 "transaction-past-timeout", "missing-marker")
 
 
 class ScenarioError(ValueError):
@@ -47,6 +50,20 @@ class ProducerSpec:
     key_distribution: str = "uniform"   # uniform | zipf (key i drawn with weight 1/(i+1))
     value_bytes_max: int = 0    # > 0: sizes uniform in [value_bytes, value_bytes_max]
     request_timeout_ms: float = 30000.0  # request.timeout.ms
+    txn: TxnSpec | None = None  # transactional = true (txn_workload.py)
+
+
+@dataclass
+class TxnSpec:
+    """[workload.producer] keys of a transactional workload (scenarios/README.md)."""
+    txn_size: int = 5                  # records per transaction
+    abort_ratio: float = 0.0           # the share of transactions the workload aborts on purpose
+    transaction_timeout_ms: int = 60000  # transaction.timeout.ms
+    pipeline: int = 0                  # > 0: so many consume-transform-produce copiers topics[0] -> topics[1]
+    stall_ratio: float = 0.0           # the share of transactions that stall stall_ms before their EndTxn
+    stall_ms: float = 0.0
+    zombie_pause_ms: float = 0.0       # > 0: producer-0 pauses this long before one EndTxn while a
+                                       # successor with its transactional.id takes over (KAFKA-17754)
 
 
 CHURN_KINDS = ("join", "leave", "crash")
@@ -162,7 +179,7 @@ def _value_bytes(r: _Reader) -> tuple[int, int]:
 
 def _producer_spec(pr: _Reader) -> ProducerSpec:
     pr.unknown({"count", "messages", "rate_per_s", "acks", "key_space", "value_bytes", "compression", "linger_ms",
-                "idempotence", "key_distribution", "request_timeout_ms"})
+                "idempotence", "key_distribution", "request_timeout_ms"} | TXN_KEYS)
     low, high = _value_bytes(pr)
     p = ProducerSpec(pr.positive("count", 1), pr.positive("messages", 1000),
                      float(pr.positive("rate_per_s", 1000.0, integer=False)), _acks(pr),
@@ -180,7 +197,37 @@ def _producer_spec(pr: _Reader) -> ProducerSpec:
         raise pr.fail("key_space", "a positive integer when key_distribution = \"zipf\"", p.key_space)
     if p.idempotence and p.acks != -1:  # Kafka's client refuses this combination (ConfigException)
         raise pr.fail("acks", "\"all\" when idempotence = true", pr.table.get("acks"))
+    p.txn = _txn_spec(pr, p)
     return p
+
+
+TXN_KEYS = {"transactional", "txn_size", "abort_ratio", "transaction_timeout_ms", "pipeline", "stall_ratio",
+            "stall_ms", "zombie_pause_ms"}
+
+
+def _ratio(pr: _Reader, key: str) -> float:
+    v = float(pr.get(key, (int, float), 0.0, "a number in [0, 1]"))
+    if not 0.0 <= v <= 1.0:
+        raise pr.fail(key, "a number in [0, 1]", v)
+    return v
+
+
+def _txn_spec(pr: _Reader, p: ProducerSpec) -> TxnSpec | None:
+    if not pr.get("transactional", bool, False, "true or false"):
+        for key in sorted((TXN_KEYS - {"transactional"}) & set(pr.table)):
+            raise pr.fail(key, "transactional = true (a transactional workload's key)", pr.table[key])
+        return None
+    if p.acks != -1:  # a transactional producer is idempotent: acks=all (Kafka's ConfigException)
+        raise pr.fail("acks", "\"all\" when transactional = true", pr.table.get("acks"))
+    t = TxnSpec(pr.positive("txn_size", 5), _ratio(pr, "abort_ratio"), pr.positive("transaction_timeout_ms", 60000),
+                pr.get("pipeline", int, 0, "an integer >= 0"), _ratio(pr, "stall_ratio"),
+                float(pr.get("stall_ms", (int, float), 0.0, "a number of milliseconds >= 0")),
+                float(pr.get("zombie_pause_ms", (int, float), 0.0, "a number of milliseconds >= 0")))
+    if t.pipeline < 0:
+        raise pr.fail("pipeline", "an integer >= 0", t.pipeline)
+    if t.stall_ms < 0 or t.zombie_pause_ms < 0:
+        raise pr.fail("stall_ms" if t.stall_ms < 0 else "zombie_pause_ms", "a number of milliseconds >= 0")
+    return t
 
 
 def _consumer_spec(co: _Reader) -> ConsumerSpec:
@@ -288,6 +335,9 @@ def parse_scenario(path: str, raw: dict[str, Any]) -> Scenario:
     heal.unknown({"liveness_ms"})
     s.liveness_ms = float(heal.positive("liveness_ms", 60000, integer=False))
     check_scenario(s, lambda key, why: ScenarioError(f"{path}: key '{key}': {why}"))
+    if s.producer.txn is not None and s.producer.txn.pipeline > 0 and (len(s.topics) < 2 or s.consumer.group):
+        raise ScenarioError(f"{path}: key 'workload.producer.pipeline': expected two [[topics]] (input, output) "
+                            "and no [workload.consumer] group (the copiers are the group)")
     g = root.sub("guarantees")
     s.expected = list(g.get("expected", list, [], f"a list of anomaly kinds from {list(ANOMALY_KINDS)}"))
     for kind in s.expected:

@@ -85,7 +85,7 @@ def check_target(s: Scenario, target: str, kind: str, key: str, refuse: Refuse) 
             raise refuse(key, f"a {kind} fault cannot target '{ZOOKEEPER}' (it is no process: only isolate, "
                               f"partition, block and clog can)")
         return
-    if target == "controller":
+    if target == "controller" or (target.startswith("txn_coordinator:") and len(target) > len("txn_coordinator:")):
         return
     role, sep, tp = target.partition(":")
     if sep and role in ("leader", "follower"):

@@ -238,6 +238,16 @@ def _group_lines(s: Scenario) -> list[str]:
             f"rebalance_timeout_ms = {c.rebalance_timeout_ms}"]
 
 
+def _txn_lines(s: Scenario) -> list[str]:
+    t = s.producer.txn
+    if t is None:
+        return []
+    return ["transactional = true", f"txn_size = {t.txn_size}", f"abort_ratio = {_toml_value(t.abort_ratio)}",
+            f"transaction_timeout_ms = {t.transaction_timeout_ms}", f"pipeline = {t.pipeline}",
+            f"stall_ratio = {_toml_value(t.stall_ratio)}", f"stall_ms = {_toml_value(t.stall_ms)}",
+            f"zombie_pause_ms = {_toml_value(t.zombie_pause_ms)}"]
+
+
 def dump_scenario(s: Scenario, comment: str = "") -> str:
     """The scenario as TOML that load_scenario reads back to an equal Scenario."""
     p, c = s.producer, s.consumer
@@ -259,7 +269,7 @@ def dump_scenario(s: Scenario, comment: str = "") -> str:
             f"value_bytes = {_value_bytes(p)}", f"compression = {_toml_value(p.compression)}",
             f"linger_ms = {_toml_value(p.linger_ms)}", f"idempotence = {_toml_value(p.idempotence)}",
             f"key_distribution = {_toml_value(p.key_distribution)}",
-            f"request_timeout_ms = {_toml_value(p.request_timeout_ms)}", "", "[workload.consumer]",
+            f"request_timeout_ms = {_toml_value(p.request_timeout_ms)}"] + _txn_lines(s) + ["", "[workload.consumer]",
             f"count = {c.count}", f"fetch_max_wait_ms = {c.fetch_max_wait_ms}"] + _group_lines(s) + [
             "", "[network]", f"latency_ms = {_toml_value(list(s.latency_ms))}", ""]
     for f in s.faults:

@@ -88,6 +88,36 @@ class MemberEvent:
 
 
 @dataclass
+class TxnWrite:
+    topic: str
+    partition: int
+    offset: int          # -1: not known (the produce failed or never happened)
+    value: str
+
+
+@dataclass
+class Txn:
+    """One transaction of a transactional producer (txn_workload.py). `outcome`: committed (EndTxn
+    commit answered NONE), aborted (EndTxn abort answered, or the producer was fenced before it
+    asked to commit: the coordinator aborts a fenced producer's open transaction), unknown (a
+    commit without a definite answer). `reads`: the input records a pipeline copier consumed in it."""
+    id: str
+    process: str
+    transactional_id: str
+    producer_id: int
+    epoch: int
+    invoke_ms: float
+    intent: str = "commit"          # commit | abort (the workload's choice)
+    writes: list[TxnWrite] = field(default_factory=list)
+    reads: list[TxnWrite] = field(default_factory=list)
+    offsets: dict[str, int] = field(default_factory=dict)   # "topic-partition" -> offset sent to the txn
+    end_invoke_ms: float = -1.0     # EndTxn sent (commit or abort)
+    complete_ms: float = -1.0
+    outcome: str = "pending"        # pending | committed | aborted | unknown
+    error: str = ""
+
+
+@dataclass
 class History:
     sends: list[Send] = field(default_factory=list)
     polls: list[Poll] = field(default_factory=list)
@@ -99,6 +129,11 @@ class History:
     commits: list[Commit] = field(default_factory=list)
     offset_reads: list[OffsetRead] = field(default_factory=list)
     member_events: list[MemberEvent] = field(default_factory=list)
+    # Transactional workloads (txn_workload.py): transactions, and the reads of read_committed
+    # consumers (kept apart from `polls`: markers and aborted records leave gaps in the offsets).
+    txns: list[Txn] = field(default_factory=list)
+    txn_polls: list[Poll] = field(default_factory=list)
+    final_offsets: dict[str, int] = field(default_factory=dict)  # pipeline group: OffsetFetch at the end
 
     def sends_resolved(self, producers: int) -> bool:
         return self.producers_done >= producers and all(s.ok is not None for s in self.sends)

@@ -22,6 +22,8 @@ KNOWN: dict[str, str] = {
     "commit-before-replicated": "the group coordinator acknowledges an offset commit once appended locally "
                                 "(acks=1), not once the high watermark covers it",
     "two-owners": "the consumer range assignor gives one partition to two members",
+    "txn-end-ignores-epoch": "the transaction coordinator does not check the producer epoch of an EndTxn: a fenced "
+                             "producer's late EndTxn ends its successor's open transaction (KAFKA-17754)",
 }
 
 

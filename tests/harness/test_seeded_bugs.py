@@ -9,9 +9,16 @@ what they look for, and the scenarios to provoke it.
   commit-before-replicated  scenarios/coordinator-failover-commits.toml committed-offset-      1-2
                                                                        regression
   two-owners                scenarios/rebalance-storm.toml             two-owners             1
+  txn-end-ignores-epoch     scenarios/txn-zombie-fenced.toml           lost-committed-write   1, 3
+                                                                       missing-marker         2
 
 (coordinator-failover-commits catches commit-before-replicated on seeds 1, 2, 4, 5 of 1-5: the
-acknowledged-but-unreplicated commit must also be the last one before a rebalance reads it back.)
+acknowledged-but-unreplicated commit must also be the last one before a rebalance reads it back.
+txn-zombie-fenced catches txn-end-ignores-epoch on seeds 1, 3 of 1-5 with lost-committed-write:
+the zombie's late EndTxn(commit) is answered NONE by ending its successor's transaction while its
+own records were aborted by the fence; on seeds 2, 5 with missing-marker (and liveness) — the
+successor's later records hang in a transaction the coordinator thinks is over — and on seed 4
+the late EndTxn lands between two transactions and is refused.)
 """
 
 from __future__ import annotations
@@ -51,6 +58,10 @@ CASES = [
     ("commit-before-replicated", lambda: load_scenario(str(SCENARIOS / "coordinator-failover-commits.toml")),
      "committed-offset-regression", [1, 2]),
     ("two-owners", lambda: load_scenario(str(SCENARIOS / "rebalance-storm.toml")), "two-owners", [1]),
+    ("txn-end-ignores-epoch", lambda: load_scenario(str(SCENARIOS / "txn-zombie-fenced.toml")),
+     "lost-committed-write", [1, 3]),
+    ("txn-end-ignores-epoch", lambda: load_scenario(str(SCENARIOS / "txn-zombie-fenced.toml")),
+     "missing-marker", [2]),
 ]
 
 

@@ -208,7 +208,8 @@ class TransactionCoordinator:
         if md.producer_id != producer_id:
             return E.INVALID_PRODUCER_ID_MAPPING
         # Clients must match the epoch exactly; the coordinator's own aborts carry the bumped one.
-        if (is_from_client and producer_epoch != md.producer_epoch) or producer_epoch < md.producer_epoch:
+        stale = (is_from_client and producer_epoch != md.producer_epoch) or producer_epoch < md.producer_epoch
+        if stale and not self.rt.seeded_bug("txn-end-ignores-epoch"):  # seeded bug: a zombie ends the current txn
             return E.PRODUCER_FENCED
         if md.pending_transition_in_progress and md.pending_state != S.PREPARE_EPOCH_FENCE:
             return E.CONCURRENT_TRANSACTIONS
