@@ -57,8 +57,6 @@ BROKER_CONFIGS = {
 EXCLUDED = {
     "test_sasl_integration": "spawns its own SASL broker (needs a Kafka distribution; ignores KAFKA_URI)",
     "test_ssl_integration": "spawns its own SSL broker (needs a Kafka distribution; ignores KAFKA_URI)",
-    "test_transactional_producer_messages": "transactions are not implemented in kafkasim",
-    "test_transactional_producer_offsets": "transactions are not implemented in kafkasim",
     "test_create_describe_delete_acls": "ACLs (Create/Describe/DeleteAcls) are not implemented in kafkasim",
 }
 
