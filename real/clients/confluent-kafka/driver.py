@@ -190,6 +190,7 @@ class Pipeline:
 
     def __init__(self, cmd: dict[str, Any]) -> None:
         self.input, self.output = cmd["input"], cmd["output"]
+        self.transactions = 0
         self.c = CKConsumer({"bootstrap.servers": ARGS.bootstrap, "client.id": ARGS.client_id, "error_cb": on_error,
                              "group.id": cmd["group"], "enable.auto.commit": False, "auto.offset.reset": "earliest",
                              "isolation.level": "read_committed",
@@ -203,7 +204,7 @@ class Pipeline:
     def assignment(self) -> list[int]:
         return sorted(tp.partition for tp in self.c.assignment() if tp.topic == self.input)
 
-    def step(self, batch: int, timeout_s: float, errors: list[str]) -> tuple[list[list[Any]], bool]:
+    def step(self, batch: int, timeout_s: float, errors: list[str], abort_every: int) -> tuple[list[list[Any]], bool]:
         rows: list[list[Any]] = []
         for m in self.c.consume(num_messages=batch, timeout=timeout_s):
             if m.error() is not None:
@@ -212,12 +213,16 @@ class Pipeline:
                 rows.append([m.partition(), m.offset(), pyloop.text(m.value())])
         if not rows:
             return rows, False
+        self.transactions += 1
         try:
             self.p.begin_transaction()
             for p, _, v in rows:
                 self.p.produce(self.output, value=v.encode(), partition=p)
             positions = [tp for tp in self.c.position(self.c.assignment()) if tp.offset >= 0]
             self.p.send_offsets_to_transaction(positions, self.c.consumer_group_metadata(), 30)
+            if abort_every and self.transactions % abort_every == 0:
+                self.abort_and_rewind(errors)  # on purpose: its output must never be read
+                return rows, False
             self.p.commit_transaction(30)
             return rows, True
         except KafkaException as exc:

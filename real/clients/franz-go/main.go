@@ -385,6 +385,7 @@ func commit(c cmd) (any, error) {
 type pipeline struct {
 	input, output string
 	sess          *kgo.GroupTransactSession
+	transactions  int64
 	mu            sync.Mutex
 	assigned      map[int32]bool
 }
@@ -434,7 +435,9 @@ func (pl *pipeline) assignment() []int32 {
 }
 
 // step: one polled batch in one transaction; the batch's input records and whether it committed.
-func (pl *pipeline) step(batch int, deadline time.Time, errs []string) ([][]any, bool, []string) {
+// Every abortEvery-th transaction is aborted on purpose (End(TryAbort) rewinds to the committed
+// offsets): its output must never be read.
+func (pl *pipeline) step(batch int, deadline time.Time, errs []string, abortEvery int64) ([][]any, bool, []string) {
 	ctx, cancel := context.WithDeadline(context.Background(), deadline)
 	fs := pl.sess.PollRecords(ctx, batch)
 	cancel()
@@ -454,13 +457,18 @@ func (pl *pipeline) step(batch int, deadline time.Time, errs []string) ([][]any,
 	}
 	ctx, cancel = context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
+	pl.transactions++
 	if err := pl.sess.Begin(); err != nil {
 		return rows, false, noteErr(errs, err)
 	}
 	if err := pl.sess.ProduceSync(ctx, recs...).FirstErr(); err != nil {
 		errs = noteErr(errs, err)
 	}
-	committed, err := pl.sess.End(ctx, kgo.TryCommit)
+	try := kgo.TryCommit
+	if abortEvery > 0 && pl.transactions%abortEvery == 0 {
+		try = kgo.TryAbort
+	}
+	committed, err := pl.sess.End(ctx, try)
 	if err != nil {
 		errs = noteErr(errs, err)
 	}
@@ -489,7 +497,7 @@ func transform(c cmd) (any, error) {
 		if stepEnd.After(deadline) {
 			stepEnd = deadline
 		}
-		rows, ok, errs = pl.step(batch, stepEnd, errs)
+		rows, ok, errs = pl.step(batch, stepEnd, errs, c.num("abort_every", 0))
 		switch {
 		case len(rows) > 0 && ok:
 			committed = append(committed, rows)

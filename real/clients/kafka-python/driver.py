@@ -157,6 +157,7 @@ class Pipeline:
 
     def __init__(self, cmd: dict[str, Any]) -> None:
         self.input, self.output = cmd["input"], cmd["output"]
+        self.transactions = 0
         self.c = KafkaConsumer(bootstrap_servers=ARGS.bootstrap, client_id=ARGS.client_id, group_id=cmd["group"],
                                enable_auto_commit=False, auto_offset_reset="earliest",
                                isolation_level="read_committed",
@@ -174,17 +175,21 @@ class Pipeline:
     def assignment(self) -> list[int]:
         return sorted(tp.partition for tp in self.c.assignment() if tp.topic == self.input)
 
-    def step(self, batch: int, timeout_s: float, errors: list[str]) -> tuple[list[list[Any]], bool]:
+    def step(self, batch: int, timeout_s: float, errors: list[str], abort_every: int) -> tuple[list[list[Any]], bool]:
         polled = self.c.poll(timeout_ms=max(1, int(timeout_s * 1000)), max_records=batch)
         rows = [[tp.partition, r.offset, pyloop.text(r.value)] for tp, recs in sorted(polled.items()) for r in recs]
         if not rows:
             return rows, False
         offsets = {tp: OffsetAndMetadata(recs[-1].offset + 1, "", -1) for tp, recs in polled.items() if recs}
+        self.transactions += 1
         try:
             self.p.begin_transaction()
             for p, _, v in rows:
                 self.p.send(self.output, value=v.encode(), partition=p)
             self.p.send_offsets_to_transaction(offsets, self.c.group_metadata())
+            if abort_every and self.transactions % abort_every == 0:
+                self.abort_and_rewind(errors)  # on purpose: its output must never be read
+                return rows, False
             self.p.commit_transaction()
             return rows, True
         except Exception as exc:  # noqa: BLE001 - abort, rewind, go on

@@ -6,7 +6,9 @@
    read_uncommitted sees the aborted records (they are in the log), read_committed must not.
 2. Two consume-transform-produce members (read_committed group members on the input, each with its
    own transactional producer, offsets sent to the transaction with the consumer's group metadata)
-   copy every input value to the same partition of the output topic. Once both own partitions, more
+   copy every input value to the same partition of the output topic; every third transaction of a
+   member is aborted on purpose after its records and offsets were sent (the member rewinds to the
+   committed offsets and does the work again). Once both own partitions, more
    input is written and one member leaves (a rebalance mid-stream); the other finishes.
 3. read_committed on the output must give every committed input value exactly once.
 
@@ -20,6 +22,7 @@ from __future__ import annotations
 import itertools
 import time
 from collections import Counter
+from concurrent.futures import ThreadPoolExecutor
 from typing import Iterator, Optional
 
 import pytest
@@ -84,7 +87,7 @@ def read_all(d: Driver, topic: str, isolation: str, expected: int, timeout_s: fl
     deadline = time.monotonic() + timeout_s
     while len(got) < expected and time.monotonic() < deadline:
         got += [v for _, _, v in d.consume(topic, max=1 << 20, timeout_ms=1000, isolation=isolation)["records"]]
-    got += [v for _, _, v in d.consume(topic, max=1 << 20, timeout_ms=1000, isolation=isolation)["records"]]
+    got += [v for _, _, v in d.consume(topic, max=1 << 20, timeout_ms=500, isolation=isolation)["records"]]
     return got
 
 
@@ -101,10 +104,11 @@ class Pipeline:
         self.aborted = 0
         self.errors: list[str] = []
 
-    def round(self, round_ms: int = 1000) -> list[list[int]]:
+    def round(self, round_ms: int = 500) -> list[list[int]]:
         """One `transform` on every member at once; answers each member's assignment."""
         sent = [(m, m.send({"op": "transform", "input": self.inp, "output": self.out, "group": self.group,
                             "transactional_id": f"{self.group}-{m.client_id}", "max": 1 << 20, "batch": 20,
+                            "abort_every": 3,
                             "timeout_ms": round_ms, "session_timeout_ms": 10000, "heartbeat_interval_ms": 500}))
                 for m in self.members]
         assignments = []
@@ -140,7 +144,8 @@ def test_exactly_once_pipeline(served: ServedBroker, drivers: list[Driver], clie
     input_aborted_reads = len(data.aborted_values().intersection(committed_read))
     input_torn = torn(data.committed, committed_read)
 
-    members = [start(drivers, client, served, client_id=f"m{i}") for i in (1, 2)]
+    with ThreadPoolExecutor(2) as pool:  # two JVMs start in parallel
+        members = list(pool.map(lambda i: start(drivers, client, served, client_id=f"m{i}"), (1, 2)))
     pipe = Pipeline(members, inp, out, group)
     deadline = time.monotonic() + 60
     while not all(pipe.round()) and time.monotonic() < deadline:
@@ -155,6 +160,8 @@ def test_exactly_once_pipeline(served: ServedBroker, drivers: list[Driver], clie
         last = pipe.round()
 
     output = read_all(src, out, "read_committed", len(want))
+    # the aborted attempts' records are in the output log (read_uncommitted sees them)
+    output_uncommitted = read_all(src, out, "read_uncommitted", len(want) + 1)
     dup = Counter(output)
     row = {
         "client": client,
@@ -162,11 +169,14 @@ def test_exactly_once_pipeline(served: ServedBroker, drivers: list[Driver], clie
         "aborted_reads": input_aborted_reads + len(data.aborted_values().intersection(output)),
         "torn": input_torn + torn(pipe.transactions, output),
         "duplicates": sum(c - 1 for c in dup.values()),
-        "output": len(output), "expected": len(want), "pipeline_txns": len(pipe.transactions),
+        "output": len(output), "output_uncommitted": len(output_uncommitted), "expected": len(want),
+        "pipeline_txns": len(pipe.transactions),
         "aborted_pipeline_txns": pipe.aborted, "seconds": round(time.monotonic() - began, 1),
     }
     print(f"\nEXACTLY-ONCE {row}")
     assert both_owned, "the two pipeline members never owned partitions at the same time"
+    assert pipe.aborted > 0, "no pipeline transaction was aborted: the abort path went untested"
+    assert len(output_uncommitted) > len(want), "the aborted pipeline transactions left nothing in the output log"
     assert last[0] == list(range(PARTITIONS)), f"the remaining member owns {last[0]}"
     assert row["aborted_reads"] == 0 and row["torn"] == 0 and row["duplicates"] == 0, (row, pipe.errors)
     assert row["completes"], (f"missing {sorted(want - set(output))[:10]}, extra {sorted(set(output) - want)[:10]}",

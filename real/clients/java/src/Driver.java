@@ -226,6 +226,7 @@ public final class Driver {
     final String input, output, txnId;
     final KafkaConsumer<String, String> c;
     KafkaProducer<String, String> p;
+    long transactions = 0;
 
     Pipeline(JsonNode cmd) {
       input = cmd.get("input").asText();
@@ -269,7 +270,8 @@ public final class Driver {
     }
 
     // The input records of one transaction, and whether it committed; null when nothing was polled.
-    Object[] step(long timeoutMs, List<String> errors) {
+    // Every abortEvery-th transaction is aborted on purpose (then rewound): its output must never be read.
+    Object[] step(long timeoutMs, List<String> errors, long abortEvery) {
       ConsumerRecords<String, String> recs = c.poll(Duration.ofMillis(Math.max(1, timeoutMs)));
       if (recs.isEmpty()) return null;
       List<Object> rows = new ArrayList<>();
@@ -278,10 +280,15 @@ public final class Driver {
         rows.add(Arrays.asList(r.partition(), r.offset(), r.value()));
         offsets.put(new TopicPartition(r.topic(), r.partition()), new OffsetAndMetadata(r.offset() + 1));
       }
+      transactions++;
       try {
         p.beginTransaction();
         for (ConsumerRecord<String, String> r : recs) p.send(new ProducerRecord<>(output, r.partition(), null, r.value()));
         p.sendOffsetsToTransaction(offsets, c.groupMetadata());
+        if (abortEvery > 0 && transactions % abortEvery == 0) {
+          abortAndRewind(null, errors);
+          return new Object[] {rows, false};
+        }
         p.commitTransaction();
         return new Object[] {rows, true};
       } catch (Exception e) {
@@ -331,7 +338,7 @@ public final class Driver {
     List<String> errors = new ArrayList<>();
     int aborted = 0;
     while (done < want && System.currentTimeMillis() < deadline) {
-      Object[] r = pl.step(Math.min(200, deadline - System.currentTimeMillis()), errors);
+      Object[] r = pl.step(Math.min(200, deadline - System.currentTimeMillis()), errors, cmd.path("abort_every").asLong(0));
       if (r == null) continue;
       if ((Boolean) r[1]) {
         committed.add(r[0]);
