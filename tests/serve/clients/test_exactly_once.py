@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import itertools
 import time
+import uuid
 from collections import Counter
 from concurrent.futures import ThreadPoolExecutor
 from typing import Iterator, Optional
@@ -35,6 +36,7 @@ pytestmark = pytest.mark.real
 EOS_CLIENTS = ["kafka-python", "confluent-kafka", "java", "franz-go"]
 PARTITIONS = 3
 _uniq = itertools.count()
+_RUN = uuid.uuid4().hex[:6]  # distinct names on a broker that outlives the run (KAFKASIM_CLIENTS_BOOTSTRAP)
 
 
 @pytest.fixture
@@ -129,7 +131,7 @@ class Pipeline:
 @pytest.mark.parametrize("client", EOS_CLIENTS)
 def test_exactly_once_pipeline(served: ServedBroker, drivers: list[Driver], client: str) -> None:
     began = time.monotonic()
-    n = next(_uniq)
+    n = f"{_RUN}-{next(_uniq)}"
     inp, out, group = f"eos-in-{client}-{n}", f"eos-out-{client}-{n}", f"eos-{client}-{n}"
     create_topic(served.bootstrap, inp, PARTITIONS)
     create_topic(served.bootstrap, out, PARTITIONS)
@@ -187,7 +189,7 @@ def test_exactly_once_pipeline(served: ServedBroker, drivers: list[Driver], clie
 def test_abort_then_commit_read_committed(served: ServedBroker, drivers: list[Driver]) -> None:
     """The reading side alone, with a reader of another client: confluent-kafka's read_committed
     sees exactly the committed records that kafka-python's transactional producer wrote."""
-    topic = f"eos-cross-{next(_uniq)}"
+    topic = f"eos-cross-{_RUN}-{next(_uniq)}"
     create_topic(served.bootstrap, topic, PARTITIONS)
     data = Input(start(drivers, "kafka-python", served), topic, f"src-{topic}")
     data.write("x", 5, 5)
