@@ -35,6 +35,11 @@ def _offsets_transaction(bootstrap: str, produce: bool) -> None:
     if produce:
         p.produce("txn", b"v", b"k")  # type: ignore[attr-defined]
     group = Consumer({"bootstrap.servers": bootstrap, "group.id": "txn-group"})
+    # Find the group's coordinator first, as a member of a group always has: on a broker whose
+    # __consumer_offsets does not exist yet, librdkafka 2.16 gives up send_offsets_to_transaction's
+    # own coordinator lookup after two retries (COORDINATOR_NOT_AVAILABLE while the topic is being
+    # created) and then hangs past its timeout — against real Kafka 3.9.1 exactly as against kafkasim.
+    group.committed([TopicPartition("txn", 0)], timeout=30)
     p.send_offsets_to_transaction(  # type: ignore[attr-defined]
         [TopicPartition("txn", 0, 5)], group.consumer_group_metadata(), 30)
     p.commit_transaction(30)  # type: ignore[attr-defined]

@@ -107,3 +107,30 @@ def serve(handlers: dict[str, Handler], close: Callable[[], None]) -> None:
         close()
     except BaseException:  # noqa: BLE001 - end of input: best effort
         traceback.print_exc(file=sys.stderr)
+
+
+Rows = list[list[Any]]
+
+
+def run_transform(cmd: dict[str, Any], step: Callable[[int, float, list[str], int], tuple[Rows, bool]],
+                  assignment: Callable[[], list[int]]) -> dict[str, Any]:
+    """The `transform` command's loop, shared by the Python drivers: call `step(batch, timeout_s,
+    errors, abort_every)` — poll at most `batch` input records, write them and their offsets in one
+    transaction, end it (every `abort_every`-th transaction of the pipeline is aborted on purpose,
+    then the consumer rewinds to the committed offsets) — until `max` input records went out in
+    committed transactions or `timeout_ms` passed. `step` answers (the input records of the
+    transaction, committed?)."""
+    committed: list[Rows] = []
+    aborted = 0
+    errors: list[str] = []
+    want = int(cmd.get("max", 1 << 30))
+    batch = int(cmd.get("batch", 50))
+    deadline = Deadline(cmd.get("timeout_ms", 10000))
+    while sum(len(t) for t in committed) < want and not deadline.expired():
+        rows, ok = step(batch, min(0.2, deadline.left_s()), errors, int(cmd.get("abort_every") or 0))
+        if rows and ok:
+            committed.append(rows)
+        elif rows:
+            aborted += 1
+    return {"op": "transformed", "transactions": committed, "aborted": aborted, "assignment": assignment(),
+            "errors": errors}

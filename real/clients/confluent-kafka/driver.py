@@ -31,6 +31,8 @@ class Consumer:
         conf: dict[str, Any] = {"bootstrap.servers": ARGS.bootstrap, "client.id": ARGS.client_id, "error_cb": on_error,
                                 "group.id": group if group is not None else f"{ARGS.client_id}-assign-only",
                                 "enable.auto.commit": False, "auto.offset.reset": cmd.get("from", "earliest")}
+        if cmd.get("isolation") is not None:
+            conf["isolation.level"] = cmd["isolation"]
         if group is not None:
             conf.update({"session.timeout.ms": cmd.get("session_timeout_ms", 10000),
                          "heartbeat.interval.ms": cmd.get("heartbeat_interval_ms", 1000)})
@@ -83,22 +85,31 @@ CONSUMERS: dict[tuple, Consumer] = {}
 
 
 def producer_for(cmd: dict[str, Any]) -> Producer:
-    key = (str(cmd.get("acks")), cmd.get("compression", "none"), cmd.get("idempotent"))
+    txn_id = cmd.get("transactional_id")
+    key = (str(cmd.get("acks")), cmd.get("compression", "none"), cmd.get("idempotent"), txn_id)
     if key not in PRODUCERS:
         conf: dict[str, Any] = {"bootstrap.servers": ARGS.bootstrap, "client.id": ARGS.client_id,
                                 "error_cb": on_error}
+        if txn_id is not None:
+            conf["transactional.id"] = txn_id
         if cmd.get("acks") is not None:
             conf["acks"] = str(pyloop.acks_of(cmd))
         if cmd.get("compression", "none") != "none":
             conf["compression.type"] = cmd["compression"]
         if cmd.get("idempotent") is not None:
             conf["enable.idempotence"] = bool(cmd["idempotent"])
-        PRODUCERS[key] = Producer(conf)
+        producer = Producer(conf)
+        if txn_id is not None:
+            producer.init_transactions(30)
+        PRODUCERS[key] = producer
     return PRODUCERS[key]
 
 
 def produce(cmd: dict[str, Any]) -> dict[str, Any]:
     p = producer_for(cmd)
+    txn = cmd.get("transactional_id") is not None
+    if txn:
+        p.begin_transaction()
     n = int(cmd["count"])
     results: list[Optional[list[Any]]] = [None] * n
     errors: list[str] = []
@@ -138,11 +149,19 @@ def produce(cmd: dict[str, Any]) -> dict[str, Any]:
         errors.append(f"{len(p)} messages still undelivered")
     errors.extend(e for e in CLIENT_ERRORS if e not in errors)
     CLIENT_ERRORS.clear()
-    return {"op": "produced", "acked": [r for r in results if r is not None], "errors": errors}
+    reply: dict[str, Any] = {"op": "produced", "acked": [r for r in results if r is not None], "errors": errors}
+    if txn:
+        if cmd.get("transaction", "commit") == "commit" and not errors:
+            p.commit_transaction(30)
+            reply["transaction"] = "committed"
+        else:
+            p.abort_transaction(30)
+            reply["transaction"] = "aborted"
+    return reply
 
 
 def consume(cmd: dict[str, Any]) -> dict[str, Any]:
-    key = (cmd["topic"], cmd.get("group"))
+    key = (cmd["topic"], cmd.get("group"), cmd.get("isolation"))
     if key not in CONSUMERS:
         CONSUMERS[key] = Consumer(cmd["topic"], cmd.get("group"), cmd)
     c = CONSUMERS[key]
@@ -164,7 +183,86 @@ def commit(cmd: dict[str, Any]) -> dict[str, Any]:
     return {"op": "committed", "offsets": offsets}
 
 
+class Pipeline:
+    """consume-transform-produce: a read_committed member of `group` on `input`, a transactional
+    producer writing each input value to the same partition of `output`, with the consumed offsets
+    in the same transaction (send_offsets_to_transaction with the consumer's group metadata)."""
+
+    def __init__(self, cmd: dict[str, Any]) -> None:
+        self.input, self.output = cmd["input"], cmd["output"]
+        self.transactions = 0
+        self.c = CKConsumer({"bootstrap.servers": ARGS.bootstrap, "client.id": ARGS.client_id, "error_cb": on_error,
+                             "group.id": cmd["group"], "enable.auto.commit": False, "auto.offset.reset": "earliest",
+                             "isolation.level": "read_committed",
+                             "session.timeout.ms": cmd.get("session_timeout_ms", 10000),
+                             "heartbeat.interval.ms": cmd.get("heartbeat_interval_ms", 1000)})
+        self.c.subscribe([self.input])
+        self.p = Producer({"bootstrap.servers": ARGS.bootstrap, "client.id": ARGS.client_id, "error_cb": on_error,
+                           "transactional.id": cmd["transactional_id"]})
+        self.p.init_transactions(30)
+
+    def assignment(self) -> list[int]:
+        return sorted(tp.partition for tp in self.c.assignment() if tp.topic == self.input)
+
+    def step(self, batch: int, timeout_s: float, errors: list[str], abort_every: int) -> tuple[list[list[Any]], bool]:
+        rows: list[list[Any]] = []
+        for m in self.c.consume(num_messages=batch, timeout=timeout_s):
+            if m.error() is not None:
+                pyloop.note_error(errors, KafkaException(m.error()))
+            else:
+                rows.append([m.partition(), m.offset(), pyloop.text(m.value())])
+        if not rows:
+            return rows, False
+        self.transactions += 1
+        try:
+            self.p.begin_transaction()
+            for p, _, v in rows:
+                self.p.produce(self.output, value=v.encode(), partition=p)
+            positions = [tp for tp in self.c.position(self.c.assignment()) if tp.offset >= 0]
+            self.p.send_offsets_to_transaction(positions, self.c.consumer_group_metadata(), 30)
+            if abort_every and self.transactions % abort_every == 0:
+                self.abort_and_rewind(errors)  # on purpose: its output must never be read
+                return rows, False
+            self.p.commit_transaction(30)
+            return rows, True
+        except KafkaException as exc:
+            pyloop.note_error(errors, exc)
+            self.abort_and_rewind(errors)
+            return rows, False
+
+    def abort_and_rewind(self, errors: list[str]) -> None:
+        try:
+            self.p.abort_transaction(30)
+        except KafkaException as exc:
+            pyloop.note_error(errors, exc)
+        assigned = self.c.assignment()
+        if assigned:
+            for tp in self.c.committed(assigned, timeout=30):
+                tp.offset = tp.offset if tp.offset >= 0 else OFFSET_BEGINNING
+                self.c.seek(tp)
+
+    def close(self) -> None:
+        self.c.close()
+        self.p.flush(10)
+
+
+PIPELINES: dict[tuple, Pipeline] = {}
+
+
+def transform(cmd: dict[str, Any]) -> dict[str, Any]:
+    key = (cmd["input"], cmd["output"], cmd["group"], cmd["transactional_id"])
+    if key not in PIPELINES:
+        PIPELINES[key] = Pipeline(cmd)
+    pl = PIPELINES[key]
+    reply = pyloop.run_transform(cmd, pl.step, pl.assignment)
+    reply["errors"].extend(e for e in CLIENT_ERRORS if e not in reply["errors"])
+    CLIENT_ERRORS.clear()
+    return reply
+
+
 def close() -> None:
+    for pl in PIPELINES.values():
+        pl.close()
     for c in CONSUMERS.values():
         c.c.close()
     for p in PRODUCERS.values():
@@ -178,4 +276,5 @@ def hello(cmd: dict[str, Any]) -> dict[str, Any]:
             "default_idempotent": False}
 
 
-pyloop.serve({"hello": hello, "produce": produce, "consume": consume, "commit": commit}, close)
+pyloop.serve({"hello": hello, "produce": produce, "consume": consume, "commit": commit, "transform": transform},
+             close)

@@ -91,7 +91,8 @@ func acksOf(c cmd) string {
 
 func producerFor(c cmd) (*kgo.Client, error) {
 	explicitPartition := c.has("partition")
-	key := fmt.Sprint(acksOf(c), "|", c.str("compression", "none"), "|", c["idempotent"], "|", explicitPartition)
+	key := fmt.Sprint(acksOf(c), "|", c.str("compression", "none"), "|", c["idempotent"], "|", explicitPartition, "|",
+		c.str("transactional_id", ""))
 	if p, ok := producers[key]; ok {
 		return p, nil
 	}
@@ -118,6 +119,9 @@ func producerFor(c cmd) (*kgo.Client, error) {
 	if explicitPartition {
 		opts = append(opts, kgo.RecordPartitioner(kgo.ManualPartitioner()))
 	}
+	if c.has("transactional_id") {
+		opts = append(opts, kgo.TransactionalID(c.str("transactional_id", "")))
+	}
 	p, err := kgo.NewClient(opts...)
 	if err != nil {
 		return nil, err
@@ -139,6 +143,12 @@ func produce(c cmd) (any, error) {
 	var mu sync.Mutex
 	var errs []string
 	acks0 := acksOf(c) == "0"
+	txn := c.has("transactional_id")
+	if txn {
+		if err := p.BeginTransaction(); err != nil {
+			return nil, err
+		}
+	}
 	for i := 0; i < n; i++ {
 		i := i
 		v := fmt.Sprintf("%s-%d", prefix, i)
@@ -179,7 +189,15 @@ func produce(c cmd) (any, error) {
 	if errs == nil {
 		errs = []string{}
 	}
-	return map[string]any{"op": "produced", "acked": acked, "errors": errs}, nil
+	reply := map[string]any{"op": "produced", "acked": acked, "errors": errs}
+	if txn {
+		commit := c.str("transaction", "commit") == "commit" && len(errs) == 0
+		if err := p.EndTransaction(ctx, kgo.TransactionEndTry(commit)); err != nil {
+			return nil, err
+		}
+		reply["transaction"] = map[bool]string{true: "committed", false: "aborted"}[commit]
+	}
+	return reply, nil
 }
 
 // ------------------------------------------------------------------ consume
@@ -201,6 +219,9 @@ func newMember(c cmd) (*member, error) {
 		start = kgo.NewOffset().AtEnd()
 	}
 	opts := append(baseOpts(), kgo.ConsumeTopics(m.topic), kgo.ConsumeResetOffset(start))
+	if c.str("isolation", "") == "read_committed" {
+		opts = append(opts, kgo.FetchIsolationLevel(kgo.ReadCommitted()))
+	}
 	if m.group != "" {
 		opts = append(opts, kgo.ConsumerGroup(m.group), kgo.DisableAutoCommit(),
 			kgo.SessionTimeout(time.Duration(c.num("session_timeout_ms", 10000))*time.Millisecond),
@@ -319,7 +340,7 @@ func (m *member) commit() ([][]int64, error) {
 }
 
 func consume(c cmd) (any, error) {
-	key := c.str("topic", "") + "|" + c.str("group", "")
+	key := c.str("topic", "") + "|" + c.str("group", "") + "|" + c.str("isolation", "")
 	m, ok := consumers[key]
 	if !ok {
 		var err error
@@ -356,7 +377,143 @@ func commit(c cmd) (any, error) {
 	return map[string]any{"op": "committed", "offsets": all}, nil
 }
 
+// ------------------------------------------------------------------ consume-transform-produce
+// A GroupTransactSession: a read_committed member of `group` on `input` whose transactional
+// producer copies each polled batch to the same partitions of `output`; End(TryCommit) commits the
+// batch's offsets in the transaction, or aborts it (and rewinds to the committed offsets) when a
+// rebalance revoked partitions meanwhile.
+type pipeline struct {
+	input, output string
+	sess          *kgo.GroupTransactSession
+	transactions  int64
+	mu            sync.Mutex
+	assigned      map[int32]bool
+}
+
+var pipelines = map[string]*pipeline{}
+
+func newPipeline(c cmd) (*pipeline, error) {
+	pl := &pipeline{input: c.str("input", ""), output: c.str("output", ""), assigned: map[int32]bool{}}
+	drop := func(_ context.Context, _ *kgo.Client, r map[string][]int32) {
+		pl.mu.Lock()
+		defer pl.mu.Unlock()
+		for _, p := range r[pl.input] {
+			delete(pl.assigned, p)
+		}
+	}
+	opts := append(baseOpts(), kgo.TransactionalID(c.str("transactional_id", "")),
+		kgo.RecordPartitioner(kgo.ManualPartitioner()), kgo.ConsumerGroup(c.str("group", "")),
+		kgo.ConsumeTopics(pl.input), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()),
+		kgo.FetchIsolationLevel(kgo.ReadCommitted()), kgo.RequireStableFetchOffsets(),
+		kgo.SessionTimeout(time.Duration(c.num("session_timeout_ms", 10000))*time.Millisecond),
+		kgo.HeartbeatInterval(time.Duration(c.num("heartbeat_interval_ms", 1000))*time.Millisecond),
+		kgo.OnPartitionsAssigned(func(_ context.Context, _ *kgo.Client, a map[string][]int32) {
+			pl.mu.Lock()
+			defer pl.mu.Unlock()
+			for _, p := range a[pl.input] {
+				pl.assigned[p] = true
+			}
+		}),
+		kgo.OnPartitionsRevoked(drop), kgo.OnPartitionsLost(drop))
+	sess, err := kgo.NewGroupTransactSession(opts...)
+	if err != nil {
+		return nil, err
+	}
+	pl.sess = sess
+	return pl, nil
+}
+
+func (pl *pipeline) assignment() []int32 {
+	pl.mu.Lock()
+	defer pl.mu.Unlock()
+	out := []int32{}
+	for p := range pl.assigned {
+		out = append(out, p)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i] < out[j] })
+	return out
+}
+
+// step: one polled batch in one transaction; the batch's input records and whether it committed.
+// Every abortEvery-th transaction is aborted on purpose (End(TryAbort) rewinds to the committed
+// offsets): its output must never be read.
+func (pl *pipeline) step(batch int, deadline time.Time, errs []string, abortEvery int64) ([][]any, bool, []string) {
+	ctx, cancel := context.WithDeadline(context.Background(), deadline)
+	fs := pl.sess.PollRecords(ctx, batch)
+	cancel()
+	for _, fe := range fs.Errors() {
+		if !errors.Is(fe.Err, context.DeadlineExceeded) && !errors.Is(fe.Err, context.Canceled) {
+			errs = noteErr(errs, fe.Err)
+		}
+	}
+	rows := [][]any{}
+	var recs []*kgo.Record
+	fs.EachRecord(func(r *kgo.Record) {
+		rows = append(rows, []any{r.Partition, r.Offset, string(r.Value)})
+		recs = append(recs, &kgo.Record{Topic: pl.output, Partition: r.Partition, Value: r.Value})
+	})
+	if len(rows) == 0 {
+		return rows, false, errs
+	}
+	ctx, cancel = context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	pl.transactions++
+	if err := pl.sess.Begin(); err != nil {
+		return rows, false, noteErr(errs, err)
+	}
+	if err := pl.sess.ProduceSync(ctx, recs...).FirstErr(); err != nil {
+		errs = noteErr(errs, err)
+	}
+	try := kgo.TryCommit
+	if abortEvery > 0 && pl.transactions%abortEvery == 0 {
+		try = kgo.TryAbort
+	}
+	committed, err := pl.sess.End(ctx, try)
+	if err != nil {
+		errs = noteErr(errs, err)
+	}
+	return rows, committed, errs
+}
+
+func transform(c cmd) (any, error) {
+	key := strings.Join([]string{c.str("input", ""), c.str("output", ""), c.str("group", ""),
+		c.str("transactional_id", "")}, "|")
+	pl, ok := pipelines[key]
+	if !ok {
+		var err error
+		if pl, err = newPipeline(c); err != nil {
+			return nil, err
+		}
+		pipelines[key] = pl
+	}
+	want, batch := int(c.num("max", 1<<30)), int(c.num("batch", 50))
+	deadline := time.Now().Add(time.Duration(c.num("timeout_ms", 10000)) * time.Millisecond)
+	committed, aborted, done := [][][]any{}, 0, 0
+	errs := []string{}
+	for done < want && time.Now().Before(deadline) {
+		var rows [][]any
+		var ok bool
+		stepEnd := time.Now().Add(200 * time.Millisecond)
+		if stepEnd.After(deadline) {
+			stepEnd = deadline
+		}
+		rows, ok, errs = pl.step(batch, stepEnd, errs, c.num("abort_every", 0))
+		switch {
+		case len(rows) > 0 && ok:
+			committed = append(committed, rows)
+			done += len(rows)
+		case len(rows) > 0:
+			aborted++
+		}
+	}
+	return map[string]any{"op": "transformed", "transactions": committed, "aborted": aborted,
+		"assignment": pl.assignment(), "errors": errs}, nil
+}
+
 func closeAll() {
+	for _, pl := range pipelines {
+		pl.sess.Close()
+	}
 	for _, m := range consumers {
 		if m.group != "" {
 			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
@@ -429,6 +586,8 @@ func main() {
 				res, err = consume(c)
 			case "commit":
 				res, err = commit(c)
+			case "transform":
+				res, err = transform(c)
 			case "close":
 				closeAll()
 				res = map[string]any{"op": "closed"}

@@ -24,7 +24,7 @@ class Consumer:
         self.topic, self.group = topic, group
         conf: dict[str, Any] = dict(bootstrap_servers=ARGS.bootstrap, client_id=ARGS.client_id,
                                     enable_auto_commit=False, auto_offset_reset=cmd.get("from", "earliest"),
-                                    group_id=group)
+                                    group_id=group, isolation_level=cmd.get("isolation") or "read_uncommitted")
         if group is not None:
             conf["session_timeout_ms"] = cmd.get("session_timeout_ms", 10000)
             conf["heartbeat_interval_ms"] = cmd.get("heartbeat_interval_ms", 1000)
@@ -75,16 +75,22 @@ CONSUMERS: dict[tuple, Consumer] = {}
 
 
 def producer_for(cmd: dict[str, Any]) -> KafkaProducer:
-    key = (str(cmd.get("acks")), cmd.get("compression", "none"), cmd.get("idempotent"))
+    txn_id = cmd.get("transactional_id")
+    key = (str(cmd.get("acks")), cmd.get("compression", "none"), cmd.get("idempotent"), txn_id)
     if key not in PRODUCERS:
         conf: dict[str, Any] = dict(bootstrap_servers=ARGS.bootstrap, client_id=ARGS.client_id)
+        if txn_id is not None:
+            conf["transactional_id"] = txn_id
         if "acks" in cmd and cmd["acks"] is not None:
             conf["acks"] = pyloop.acks_of(cmd)
         if cmd.get("compression", "none") != "none":
             conf["compression_type"] = cmd["compression"]
         if cmd.get("idempotent") is not None:
             conf["enable_idempotence"] = bool(cmd["idempotent"])
-        PRODUCERS[key] = KafkaProducer(**conf)
+        producer = KafkaProducer(**conf)
+        if txn_id is not None:
+            producer.init_transactions()
+        PRODUCERS[key] = producer
     return PRODUCERS[key]
 
 
@@ -95,6 +101,9 @@ def hello(cmd: dict[str, Any]) -> dict[str, Any]:
 
 def produce(cmd: dict[str, Any]) -> dict[str, Any]:
     p = producer_for(cmd)
+    txn = cmd.get("transactional_id") is not None
+    if txn:
+        p.begin_transaction()
     futures = []
     for i in range(int(cmd["count"])):
         v = pyloop.value_of(cmd["prefix"], i)
@@ -110,11 +119,19 @@ def produce(cmd: dict[str, Any]) -> dict[str, Any]:
             acked.append([md.partition, md.offset, v])
         except Exception as exc:  # noqa: BLE001 - per-record failure is data
             pyloop.note_error(errors, exc)
-    return {"op": "produced", "acked": acked, "errors": errors}
+    reply: dict[str, Any] = {"op": "produced", "acked": acked, "errors": errors}
+    if txn:
+        if cmd.get("transaction", "commit") == "commit" and not errors:
+            p.commit_transaction()
+            reply["transaction"] = "committed"
+        else:
+            p.abort_transaction()
+            reply["transaction"] = "aborted"
+    return reply
 
 
 def consume(cmd: dict[str, Any]) -> dict[str, Any]:
-    key = (cmd["topic"], cmd.get("group"))
+    key = (cmd["topic"], cmd.get("group"), cmd.get("isolation"))
     if key not in CONSUMERS:
         CONSUMERS[key] = Consumer(cmd["topic"], cmd.get("group"), cmd)
     c = CONSUMERS[key]
@@ -133,11 +150,88 @@ def commit(cmd: dict[str, Any]) -> dict[str, Any]:
     return {"op": "committed", "offsets": offsets}
 
 
+class Pipeline:
+    """consume-transform-produce: a read_committed member of `group` on `input`, a transactional
+    producer writing each input value to the same partition of `output`, with the consumed offsets
+    in the same transaction (send_offsets_to_transaction with the consumer's group metadata)."""
+
+    def __init__(self, cmd: dict[str, Any]) -> None:
+        self.input, self.output = cmd["input"], cmd["output"]
+        self.transactions = 0
+        self.c = KafkaConsumer(bootstrap_servers=ARGS.bootstrap, client_id=ARGS.client_id, group_id=cmd["group"],
+                               enable_auto_commit=False, auto_offset_reset="earliest",
+                               isolation_level="read_committed",
+                               session_timeout_ms=cmd.get("session_timeout_ms", 10000),
+                               heartbeat_interval_ms=cmd.get("heartbeat_interval_ms", 1000))
+        self.c.subscribe([self.input])
+        self.txn_id = cmd["transactional_id"]
+        self.p = self.new_producer()
+
+    def new_producer(self) -> KafkaProducer:
+        p = KafkaProducer(bootstrap_servers=ARGS.bootstrap, client_id=ARGS.client_id, transactional_id=self.txn_id)
+        p.init_transactions()
+        return p
+
+    def assignment(self) -> list[int]:
+        return sorted(tp.partition for tp in self.c.assignment() if tp.topic == self.input)
+
+    def step(self, batch: int, timeout_s: float, errors: list[str], abort_every: int) -> tuple[list[list[Any]], bool]:
+        polled = self.c.poll(timeout_ms=max(1, int(timeout_s * 1000)), max_records=batch)
+        rows = [[tp.partition, r.offset, pyloop.text(r.value)] for tp, recs in sorted(polled.items()) for r in recs]
+        if not rows:
+            return rows, False
+        offsets = {tp: OffsetAndMetadata(recs[-1].offset + 1, "", -1) for tp, recs in polled.items() if recs}
+        self.transactions += 1
+        try:
+            self.p.begin_transaction()
+            for p, _, v in rows:
+                self.p.send(self.output, value=v.encode(), partition=p)
+            self.p.send_offsets_to_transaction(offsets, self.c.group_metadata())
+            if abort_every and self.transactions % abort_every == 0:
+                self.abort_and_rewind(errors)  # on purpose: its output must never be read
+                return rows, False
+            self.p.commit_transaction()
+            return rows, True
+        except Exception as exc:  # noqa: BLE001 - abort, rewind, go on
+            pyloop.note_error(errors, exc)
+            self.abort_and_rewind(errors)
+            return rows, False
+
+    def abort_and_rewind(self, errors: list[str]) -> None:
+        try:
+            self.p.abort_transaction()
+        except Exception as exc:  # noqa: BLE001 - fatal (fenced): start a new producer
+            pyloop.note_error(errors, exc)
+            self.p.close(timeout=5)
+            self.p = self.new_producer()
+        for tp in self.c.assignment():
+            committed = self.c.committed(tp)
+            self.c.seek(tp, committed if committed is not None else 0)
+
+    def close(self) -> None:
+        self.c.close()
+        self.p.close(timeout=10)
+
+
+PIPELINES: dict[tuple, Pipeline] = {}
+
+
+def transform(cmd: dict[str, Any]) -> dict[str, Any]:
+    key = (cmd["input"], cmd["output"], cmd["group"], cmd["transactional_id"])
+    if key not in PIPELINES:
+        PIPELINES[key] = Pipeline(cmd)
+    pl = PIPELINES[key]
+    return pyloop.run_transform(cmd, pl.step, pl.assignment)
+
+
 def close() -> None:
+    for pl in PIPELINES.values():
+        pl.close()
     for c in CONSUMERS.values():
         c.c.close()
     for p in PRODUCERS.values():
         p.close(timeout=10)
 
 
-pyloop.serve({"hello": hello, "produce": produce, "consume": consume, "commit": commit}, close)
+pyloop.serve({"hello": hello, "produce": produce, "consume": consume, "commit": commit, "transform": transform},
+             close)

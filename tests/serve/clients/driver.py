@@ -62,12 +62,13 @@ class Driver:
     def __init__(self, client: str, bootstrap: str, client_id: Optional[str] = None,
                  start_timeout_s: float = 60.0) -> None:
         self.client = client
+        self.client_id = client_id or f"kafkasim-{client}"
         self._ids = itertools.count(1)
         self._replies: "queue.Queue[Optional[dict[str, Any]]]" = queue.Queue()
         self._pending: dict[int, dict[str, Any]] = {}
         self._stderr = tempfile.NamedTemporaryFile(prefix=f"driver-{client}-", suffix=".log", delete=False)
         env = dict(os.environ, KAFKASIM_PYTHON=sys.executable)
-        argv = [str(driver_path(client)), "--bootstrap", bootstrap, "--client-id", client_id or f"kafkasim-{client}"]
+        argv = [str(driver_path(client)), "--bootstrap", bootstrap, "--client-id", self.client_id]
         self.proc = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self._stderr,
                                      env=env, text=True, bufsize=1, start_new_session=True)
         threading.Thread(target=self._read, daemon=True, name=f"driver-{client}").start()

@@ -39,7 +39,9 @@ public final class Driver {
 
   // ---------------------------------------------------------------- produce
   static KafkaProducer<String, String> producerFor(JsonNode cmd) {
-    String key = cmd.path("acks").asText("") + "|" + cmd.path("compression").asText("none") + "|" + cmd.path("idempotent").asText("");
+    String txnId = cmd.hasNonNull("transactional_id") ? cmd.get("transactional_id").asText() : null;
+    String key = cmd.path("acks").asText("") + "|" + cmd.path("compression").asText("none") + "|" + cmd.path("idempotent").asText("")
+        + "|" + txnId;
     return producers.computeIfAbsent(key, k -> {
       Properties p = new Properties();
       p.put(ProducerConfig.BOOTSTRAP_SERVERS_CONFIG, bootstrap);
@@ -51,12 +53,17 @@ public final class Driver {
       String codec = cmd.path("compression").asText("none");
       if (!codec.equals("none")) p.put(ProducerConfig.COMPRESSION_TYPE_CONFIG, codec);
       if (cmd.hasNonNull("idempotent")) p.put(ProducerConfig.ENABLE_IDEMPOTENCE_CONFIG, String.valueOf(cmd.get("idempotent").asBoolean()));
-      return new KafkaProducer<>(p);
+      if (txnId != null) p.put(ProducerConfig.TRANSACTIONAL_ID_CONFIG, txnId);
+      KafkaProducer<String, String> producer = new KafkaProducer<>(p);
+      if (txnId != null) producer.initTransactions();
+      return producer;
     });
   }
 
   static Map<String, Object> produce(JsonNode cmd) throws Exception {
     KafkaProducer<String, String> p = producerFor(cmd);
+    boolean txn = cmd.hasNonNull("transactional_id");
+    if (txn) p.beginTransaction();
     int n = cmd.get("count").asInt();
     String topic = cmd.get("topic").asText(), prefix = cmd.get("prefix").asText();
     String keyPrefix = cmd.hasNonNull("key_prefix") ? cmd.get("key_prefix").asText() : null;
@@ -88,6 +95,15 @@ public final class Driver {
     reply.put("op", "produced");
     reply.put("acked", acked);
     reply.put("errors", new ArrayList<>(errors));
+    if (txn) {
+      if (cmd.path("transaction").asText("commit").equals("commit") && errors.isEmpty()) {
+        p.commitTransaction();
+        reply.put("transaction", "committed");
+      } else {
+        p.abortTransaction();
+        reply.put("transaction", "aborted");
+      }
+    }
     return reply;
   }
 
@@ -108,6 +124,7 @@ public final class Driver {
       p.put(ConsumerConfig.VALUE_DESERIALIZER_CLASS_CONFIG, StringDeserializer.class.getName());
       p.put(ConsumerConfig.ENABLE_AUTO_COMMIT_CONFIG, "false");
       p.put(ConsumerConfig.AUTO_OFFSET_RESET_CONFIG, cmd.path("from").asText("earliest"));
+      if (cmd.hasNonNull("isolation")) p.put(ConsumerConfig.ISOLATION_LEVEL_CONFIG, cmd.get("isolation").asText());
       if (group != null) {
         p.put(ConsumerConfig.GROUP_ID_CONFIG, group);
         p.put(ConsumerConfig.SESSION_TIMEOUT_MS_CONFIG, cmd.path("session_timeout_ms").asText("10000"));
@@ -176,7 +193,7 @@ public final class Driver {
   }
 
   static Map<String, Object> consume(JsonNode cmd) {
-    String key = cmd.get("topic").asText() + "|" + cmd.path("group").asText("\u0000");
+    String key = cmd.get("topic").asText() + "|" + cmd.path("group").asText("\u0000") + "|" + cmd.path("isolation").asText("");
     Member m = consumers.get(key);
     if (m == null) {
       m = new Member(cmd);
@@ -201,7 +218,149 @@ public final class Driver {
     return reply;
   }
 
+  // ---------------------------------------------------------------- consume-transform-produce
+  // A read_committed member of `group` on `input` and a transactional producer: each polled batch is
+  // copied to the same partitions of `output` and its offsets go into the same transaction
+  // (sendOffsetsToTransaction with the consumer's groupMetadata(), KIP-447 fencing).
+  static final class Pipeline {
+    final String input, output, txnId;
+    final KafkaConsumer<String, String> c;
+    KafkaProducer<String, String> p;
+    long transactions = 0;
+
+    Pipeline(JsonNode cmd) {
+      input = cmd.get("input").asText();
+      output = cmd.get("output").asText();
+      txnId = cmd.get("transactional_id").asText();
+      Properties cp = new Properties();
+      cp.put(ConsumerConfig.BOOTSTRAP_SERVERS_CONFIG, bootstrap);
+      cp.put(ConsumerConfig.CLIENT_ID_CONFIG, clientId);
+      cp.put(ConsumerConfig.KEY_DESERIALIZER_CLASS_CONFIG, StringDeserializer.class.getName());
+      cp.put(ConsumerConfig.VALUE_DESERIALIZER_CLASS_CONFIG, StringDeserializer.class.getName());
+      cp.put(ConsumerConfig.ENABLE_AUTO_COMMIT_CONFIG, "false");
+      cp.put(ConsumerConfig.AUTO_OFFSET_RESET_CONFIG, "earliest");
+      cp.put(ConsumerConfig.ISOLATION_LEVEL_CONFIG, "read_committed");
+      cp.put(ConsumerConfig.GROUP_ID_CONFIG, cmd.get("group").asText());
+      cp.put(ConsumerConfig.MAX_POLL_RECORDS_CONFIG, cmd.path("batch").asText("50"));
+      cp.put(ConsumerConfig.SESSION_TIMEOUT_MS_CONFIG, cmd.path("session_timeout_ms").asText("10000"));
+      cp.put(ConsumerConfig.HEARTBEAT_INTERVAL_MS_CONFIG, cmd.path("heartbeat_interval_ms").asText("1000"));
+      c = new KafkaConsumer<>(cp);
+      c.subscribe(Collections.singletonList(input));
+      p = newProducer();
+    }
+
+    KafkaProducer<String, String> newProducer() {
+      Properties pp = new Properties();
+      pp.put(ProducerConfig.BOOTSTRAP_SERVERS_CONFIG, bootstrap);
+      pp.put(ProducerConfig.CLIENT_ID_CONFIG, clientId);
+      pp.put(ProducerConfig.KEY_SERIALIZER_CLASS_CONFIG, StringSerializer.class.getName());
+      pp.put(ProducerConfig.VALUE_SERIALIZER_CLASS_CONFIG, StringSerializer.class.getName());
+      pp.put(ProducerConfig.MAX_BLOCK_MS_CONFIG, "15000");
+      pp.put(ProducerConfig.TRANSACTIONAL_ID_CONFIG, txnId);
+      KafkaProducer<String, String> producer = new KafkaProducer<>(pp);
+      producer.initTransactions();
+      return producer;
+    }
+
+    List<Integer> assignment() {
+      List<Integer> out = new ArrayList<>();
+      for (TopicPartition tp : c.assignment()) if (tp.topic().equals(input)) out.add(tp.partition());
+      Collections.sort(out);
+      return out;
+    }
+
+    // The input records of one transaction, and whether it committed; null when nothing was polled.
+    // Every abortEvery-th transaction is aborted on purpose (then rewound): its output must never be read.
+    Object[] step(long timeoutMs, List<String> errors, long abortEvery) {
+      ConsumerRecords<String, String> recs = c.poll(Duration.ofMillis(Math.max(1, timeoutMs)));
+      if (recs.isEmpty()) return null;
+      List<Object> rows = new ArrayList<>();
+      Map<TopicPartition, OffsetAndMetadata> offsets = new HashMap<>();
+      for (ConsumerRecord<String, String> r : recs) {
+        rows.add(Arrays.asList(r.partition(), r.offset(), r.value()));
+        offsets.put(new TopicPartition(r.topic(), r.partition()), new OffsetAndMetadata(r.offset() + 1));
+      }
+      transactions++;
+      try {
+        p.beginTransaction();
+        for (ConsumerRecord<String, String> r : recs) p.send(new ProducerRecord<>(output, r.partition(), null, r.value()));
+        p.sendOffsetsToTransaction(offsets, c.groupMetadata());
+        if (abortEvery > 0 && transactions % abortEvery == 0) {
+          abortAndRewind(null, errors);
+          return new Object[] {rows, false};
+        }
+        p.commitTransaction();
+        return new Object[] {rows, true};
+      } catch (Exception e) {
+        note(errors, e);
+        abortAndRewind(e, errors);
+        return new Object[] {rows, false};
+      }
+    }
+
+    void abortAndRewind(Exception cause, List<String> errors) {
+      if (cause instanceof org.apache.kafka.common.errors.ProducerFencedException
+          || cause instanceof org.apache.kafka.common.errors.InvalidProducerEpochException) {
+        p.close(Duration.ofSeconds(5));
+        p = newProducer();
+      } else {
+        try {
+          p.abortTransaction();
+        } catch (Exception e) {
+          note(errors, e);
+          p.close(Duration.ofSeconds(5));
+          p = newProducer();
+        }
+      }
+      Set<TopicPartition> owned = c.assignment();
+      Map<TopicPartition, OffsetAndMetadata> committed = c.committed(owned);
+      for (TopicPartition tp : owned) {
+        OffsetAndMetadata om = committed.get(tp);
+        if (om != null) c.seek(tp, om.offset());
+        else c.seekToBeginning(Collections.singletonList(tp));
+      }
+    }
+  }
+
+  static final Map<String, Pipeline> pipelines = new LinkedHashMap<>();
+
+  static Map<String, Object> transform(JsonNode cmd) {
+    String key = cmd.get("input").asText() + "|" + cmd.get("output").asText() + "|" + cmd.get("group").asText() + "|"
+        + cmd.get("transactional_id").asText();
+    Pipeline pl = pipelines.get(key);
+    if (pl == null) {
+      pl = new Pipeline(cmd);
+      pipelines.put(key, pl);
+    }
+    long want = cmd.path("max").asLong(Long.MAX_VALUE), done = 0;
+    long deadline = System.currentTimeMillis() + cmd.path("timeout_ms").asLong(10000);
+    List<Object> committed = new ArrayList<>();
+    List<String> errors = new ArrayList<>();
+    int aborted = 0;
+    while (done < want && System.currentTimeMillis() < deadline) {
+      Object[] r = pl.step(Math.min(200, deadline - System.currentTimeMillis()), errors, cmd.path("abort_every").asLong(0));
+      if (r == null) continue;
+      if ((Boolean) r[1]) {
+        committed.add(r[0]);
+        done += ((List<?>) r[0]).size();
+      } else {
+        aborted++;
+      }
+    }
+    Map<String, Object> reply = new LinkedHashMap<>();
+    reply.put("op", "transformed");
+    reply.put("transactions", committed);
+    reply.put("aborted", aborted);
+    reply.put("assignment", pl.assignment());
+    reply.put("errors", errors);
+    return reply;
+  }
+
   static void close() {
+    for (Pipeline pl : pipelines.values()) {
+      pl.c.close(Duration.ofSeconds(10));
+      pl.p.close(Duration.ofSeconds(10));
+    }
     for (Member m : consumers.values()) m.c.close(Duration.ofSeconds(10));
     for (KafkaProducer<String, String> p : producers.values()) p.close(Duration.ofSeconds(10));
   }
@@ -249,6 +408,7 @@ public final class Driver {
           case "produce": reply = produce(cmd); break;
           case "consume": reply = consume(cmd); break;
           case "commit": reply = commit(cmd); break;
+          case "transform": reply = transform(cmd); break;
           case "close":
             close();
             reply = new LinkedHashMap<>();
