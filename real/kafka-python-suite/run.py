@@ -34,11 +34,11 @@ VERSION = "3.0.12"
 WORK = HERE / "work"
 SDIST_DIR = WORK / f"kafka_python-{VERSION}"
 
-# The version kafka-python infers from kafkasim's ApiVersions table (AddPartitionsToTxn v4 -> (3, 6) in
-# kafka.protocol.broker_version_data.infer_broker_version_from_api_versions; real Kafka 3.9.1 infers
-# (3, 9) from Fetch v17, which kafkasim does not advertise yet).
+# The version kafka-python infers from kafkasim's ApiVersions table
+# (kafka.protocol.broker_version_data.infer_broker_version_from_api_versions: (3, 9) from Fetch v17,
+# as for real Kafka 3.9.1).
 # test_kafka_version_infer asserts the inference matches it; the suite's skipif gates use it.
-KAFKA_VERSION = "3.6.0"
+KAFKA_VERSION = "3.9.0"
 
 # The broker as the suite's own Kafka fixture configures it (its kafka.properties template with
 # partitions=4): auto-created topics get 4 partitions, no initial rebalance delay, a small

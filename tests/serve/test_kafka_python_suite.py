@@ -18,14 +18,9 @@ pytestmark = pytest.mark.real
 SUITE = Path(__file__).resolve().parents[2] / "real" / "kafka-python-suite"
 
 # "module::test" -> the missing kafkasim feature (kafka-python's error in brackets).
-EXPECTED_FAILURES = {
-    # Real Kafka 3.9.1 (realkafka, num.partitions=4 as the suite's own broker) passes it.
-    "test_producer_integration::test_transactional_producer_offsets":
-        "OffsetFetch answers committed_leader_epoch=-1 (kafkasim/broker/group/apis.py hard-codes it); Kafka "
-        "returns the committed leader epoch from v5 [assert ...leader_epoch=-1 == ...leader_epoch=0]",
-}
+EXPECTED_FAILURES: dict[str, str] = {}
 
-# 55 tests run today (49 pass, 1 expected failure, 5 skipped by the suite's own version gates).
+# 55 tests run today (50 pass, 5 skipped by the suite's own version gates).
 MIN_TESTS = 45
 
 

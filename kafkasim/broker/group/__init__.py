@@ -9,7 +9,6 @@
                    load on leadership, tombstones, offset retention).
 - ``apis``         the wire handlers; ``register(apis)`` wires the whole thing into KafkaApis.
 
-OffsetFetch answers committed_leader_epoch -1 even though the epoch a client committed is stored
-(OffsetCommitValue v3): handing epochs back makes clients validate their position with
-OffsetForLeaderEpoch, which is only meaningful once leader epochs are real end to end.
+OffsetFetch answers the committed leader epoch (OffsetCommitValue v3) from v5 on, as Kafka does;
+clients then validate their position with OffsetForLeaderEpoch.
 """

@@ -323,7 +323,8 @@ class GroupApis:
                 code, by_topic = self._fetch_group(g.group_id, require_stable, wanted)
                 groups.append(G(group_id=g.group_id, error_code=code, topics=[
                     GT(name=name, partitions=[GP(partition_index=i, committed_offset=d.offset,
-                                                 committed_leader_epoch=-1, metadata=d.metadata, error_code=d.error)
+                                                 committed_leader_epoch=d.leader_epoch, metadata=d.metadata,
+                                                 error_code=d.error)
                                               for i, d in parts]) for name, parts in by_topic]))
             return OffsetFetchResponse(throttle_time_ms=0, groups=groups)
         wanted = None if req.topics is None else [(t.name, list(t.partition_indexes)) for t in req.topics]
@@ -332,8 +333,10 @@ class GroupApis:
         P = T.OffsetFetchResponsePartition
         # Before v2 there is no top-level error: a group error leaves the answer empty (Kafka 3.9's
         # coordinator completes the group's future exceptionally; there are no partitions to carry it).
-        topics = [T(name=name, partitions=[P(partition_index=i, committed_offset=d.offset, committed_leader_epoch=-1,
-                                             metadata=d.metadata, error_code=d.error) for i, d in parts])
+        epoch = (lambda d: d.leader_epoch) if version >= 5 else (lambda d: -1)
+        topics = [T(name=name, partitions=[P(partition_index=i, committed_offset=d.offset,
+                                             committed_leader_epoch=epoch(d), metadata=d.metadata, error_code=d.error)
+                                           for i, d in parts])
                   for name, parts in by_topic]
         resp = OffsetFetchResponse(throttle_time_ms=0, topics=topics)
         if version >= 2:
@@ -343,9 +346,8 @@ class GroupApis:
     def _fetch_group(self, group_id: str, require_stable: bool, wanted: list[tuple[str, list[int]]] | None
                      ) -> tuple[int, list[tuple[str, list[tuple[int, PartitionData]]]]]:
         """(group error, [(topic, [(partition, data)])]) in request order, or commit order for
-        "all topics". The committed leader epoch is answered as -1 (see the module notes of
-        kafkasim.broker.group): real epochs would make clients validate positions with
-        OffsetForLeaderEpoch."""
+        "all topics". The committed leader epoch is answered from v5 on, as Kafka does (clients
+        then validate their positions with OffsetForLeaderEpoch, which is served from v0)."""
         tps = None if wanted is None else [TopicPartition(name, i) for name, parts in wanted for i in parts]
         code, data = self.coordinator.handle_fetch_offsets(group_id, require_stable, tps)
         if code != E.NONE:
