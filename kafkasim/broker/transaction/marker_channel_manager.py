@@ -253,6 +253,14 @@ class TransactionMarkerChannelManager:
         if code != E.NONE or entry is None or entry.coordinator_epoch != pm.marker.coordinator_epoch:
             self._remove_pending(pm.pending)
             return None
+        if self.transactions_with_pending_markers.get(pm.pending.transactional_id) is not pm.pending:
+            # An answer for a transaction whose markers are no longer pending: a marker sent
+            # twice (re-queued after a lost connection while the first request got through) after
+            # the other copy completed it — or the id's next transaction is ending now. Nothing
+            # of this one is left to remove (TransactionMetadata.removePartition would refuse:
+            # the state is no longer PrepareCommit/PrepareAbort).
+            self.rt.trace("txn_marker_stale_answer", transactional_id=pm.pending.transactional_id)
+            return None
         return entry.transaction_metadata
 
     def _on_disconnected(self, entries: list[PendingMarker]) -> None:
