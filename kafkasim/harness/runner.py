@@ -22,7 +22,7 @@ from kafkasim.harness.godseye import GodsEye, check_replicas, failover_times, wo
 from kafkasim.harness.group_workload import GroupRun, Slot, StartMember, member_starter, run_churn
 from kafkasim.harness.host import code_version, wall_seconds
 from kafkasim.harness.inject import schedule_faults
-from kafkasim.harness.nemesis import with_concrete_faults
+from kafkasim.harness.nemesis import swarm_draws, with_concrete_faults
 from kafkasim.harness.repro import SEEDED_BUGS_ENV, repro_command
 from kafkasim.harness.scenario import Scenario
 from kafkasim.harness.workload import History, run_consumer, run_producer
@@ -152,6 +152,7 @@ def run_scenario(scenario: Scenario, seed: int, out_dir: str | None = None,
     run_json = os.path.join(out_dir, "run.json")
     if os.path.exists(run_json):
         os.remove(run_json)  # a verdict left by an earlier run would describe this run's trace
+    swarm = swarm_draws(scenario.nemesis, seed)  # what a swarm profile enabled this seed (run.json)
     scenario = with_concrete_faults(scenario, seed)  # nemesis profiles -> this seed's faults
     history = History()
     wall_start = wall_seconds()
@@ -181,6 +182,8 @@ def run_scenario(scenario: Scenario, seed: int, out_dir: str | None = None,
     run["seeded_bugs"] = sorted(world.seeded_bugs)
     run["stats"]["recoveries_checked"] = eyes.recovery.recoveries_checked
     run["faults_fired"] = fired
+    if swarm:
+        run["swarm"] = swarm
     run["scenario_text"] = scenario.text
     run["scenario_sha256"] = hashlib.sha256(scenario.text.encode()).hexdigest()
     run["repro"] = repro_command(run)
