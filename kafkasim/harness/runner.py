@@ -20,14 +20,17 @@ from kafkasim.harness.checkers import Anomaly, CheckResult, check_all
 from kafkasim.harness.corruption import attribute_offset_flips
 from kafkasim.harness.godseye import GodsEye, check_replicas, failover_times, workload_value_at
 from kafkasim.harness.group_workload import GroupRun, Slot, StartMember, member_starter, run_churn
+from kafkasim.harness.heal import required_records, run_liveness_phase
 from kafkasim.harness.host import code_version, wall_seconds
 from kafkasim.harness.inject import schedule_faults
+from kafkasim.harness.liveness import ProbeSpec
 from kafkasim.harness.nemesis import swarm_draws, with_concrete_faults
 from kafkasim.harness.repro import SEEDED_BUGS_ENV, repro_command
 from kafkasim.harness.scenario import Scenario
 from kafkasim.harness.workload import History, run_consumer, run_producer
 from kafkasim.protocol import errors as E
 from kafkasim.runtime import seeded_bugs
+from kafkasim.runtime.sim.kernel import Owner
 from kafkasim.runtime.sim.world import SimWorld
 
 BROKER_PORT = 9092
@@ -163,7 +166,8 @@ def run_scenario(scenario: Scenario, seed: int, out_dir: str | None = None,
         eyes = GodsEye(world, cluster)  # recovery and invariant checks while the run goes
         if world.seeded_bugs:  # a run with seeded bugs says so in its trace, not only in run.json
             world.emit("harness", "seeded_bugs", {"bugs": sorted(world.seeded_bugs)})
-        fired = schedule_faults(world, scenario, cluster)
+        fault_owner = Owner("harness")
+        fired = schedule_faults(world, scenario, cluster, fault_owner)
         while world.now_ms() < deadline and not all(t.done() for t in finals):
             world.run(min(world.now_ms() + STEP_MS, deadline))
             eyes.step()
@@ -176,8 +180,17 @@ def run_scenario(scenario: Scenario, seed: int, out_dir: str | None = None,
                    + check_replicas(cluster, flipped) + eyes.results())
         world.emit("harness", "run_end", {"completed": completed, "sends": len(history.sends),
                                           "polls": len(history.polls)})
+        # The histories are final and checked: heal everything and require convergence.
+        phase, phase_summary = None, None
+        if completed and scenario.liveness_phase:
+            spec = ProbeSpec(required_records(history, scenario.topics[0].name, results, scenario.expected),
+                             {scenario.consumer.group: scenario.topics[0].name} if scenario.consumer.group else {},
+                             world.now_ms() + scenario.liveness_ms)
+            phase, phase_summary = run_liveness_phase(world, cluster, fault_owner, spec, eyes.step)
     wall = wall_seconds() - wall_start
-    run = _run_json(scenario, seed, world, history, results, completed, wall, deadline)
+    run = _run_json(scenario, seed, world, history, results, completed, wall, deadline, phase)
+    run["liveness_phase"] = phase_summary or {"skipped": scenario.liveness_skip_reason or
+                                              "the workload did not finish (the liveness check says so)"}
     run["stats"]["failovers"] = failover_times(os.path.join(out_dir, "trace.jsonl"))
     run["seeded_bugs"] = sorted(world.seeded_bugs)
     run["stats"]["recoveries_checked"] = eyes.recovery.recoveries_checked
@@ -215,7 +228,7 @@ def _percentiles(values: list[float]) -> dict[str, float] | None:
 
 
 def _run_json(scenario: Scenario, seed: int, world: SimWorld, history: History, results: list[CheckResult],
-              completed: bool, wall_s: float, deadline_ms: float) -> dict[str, Any]:
+              completed: bool, wall_s: float, deadline_ms: float, phase: CheckResult | None) -> dict[str, Any]:
     # A task that died of an exception nobody handled is a bug in the node's code.
     extra = [CheckResult("task-error", [Anomaly("task-error", {"node": o, "task": t, "error": e})
                                         for o, t, e in world.failures])] + invariant_results(world)
@@ -223,6 +236,7 @@ def _run_json(scenario: Scenario, seed: int, world: SimWorld, history: History, 
         "reason": "the workload did not finish by the deadline (last fault + heal.liveness_ms, capped by "
                   "scenario.duration_ms)", "deadline_ms": deadline_ms,
         "acked": len(history.acked()), "unresolved_sends": sum(1 for s in history.sends if s.ok is None)})])
+    liveness = phase if completed and phase is not None else liveness
     checks, anomalies = [], []
     for r in results + extra + [liveness]:
         expected = r.name in scenario.expected

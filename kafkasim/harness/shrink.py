@@ -269,6 +269,8 @@ def dump_scenario(s: Scenario, comment: str = "") -> str:
         out += _fault_table(f)
     for n in s.nemesis:  # shrink expands these into faults first; a plain dump keeps them
         out += _nemesis_table(n)
-    out += ["[heal]", f"liveness_ms = {_toml_value(s.liveness_ms)}", "", "[guarantees]",
+    out += ["[heal]", f"liveness_ms = {_toml_value(s.liveness_ms)}"]
+    out += [] if s.liveness_phase else ["liveness = false", f"reason = {_toml_value(s.liveness_skip_reason)}"]
+    out += ["", "[guarantees]",
             f"expected = {_toml_value(s.expected)}", ""]
     return "\n".join(out)
