@@ -70,7 +70,7 @@ class Probe:
     """The probe's progress: what converged (and stays converged: nothing breaks it again once
     everything is healed), and the last round's problems."""
     spec: ProbeSpec
-    read_ok: set[tuple[str, int, int]] = field(default_factory=set)
+    read_ok: set[tuple[str, int, int, str]] = field(default_factory=set)
     produced: set[TP] = field(default_factory=set)
     problems: list[dict[str, Any]] = field(default_factory=list)
     rounds: int = 0
@@ -94,17 +94,25 @@ async def run_probe(rt: NodeRuntime, bootstrap: str, probe: Probe) -> None:
 
 
 async def _round(rt: NodeRuntime, bootstrap: str, probe: Probe) -> list[dict[str, Any]]:
-    cluster = ClientCluster(rt, bootstrap, PROBE_NODE, REQUEST_TIMEOUT_MS)
-    try:
-        topics, problems = await _isr_problems(cluster)
-    finally:
-        cluster.close()
+    """Discover the topics, produce, read, join the groups, and only then look at leaders and
+    ISRs: a replica that is stuck (paused, partitioned) still looks in sync until the leader's
+    replica.lag.time.max.ms runs out, which the acks=all probe produce waits for."""
+    topics, _ = await _metadata(rt, bootstrap)
     user = {t: n for t, (n, internal) in topics.items() if not internal}
-    problems += await _produce_problems(rt, bootstrap, user, probe)
+    problems = await _produce_problems(rt, bootstrap, user, probe)
     problems += await _read_problems(rt, bootstrap, user, probe)
     for group, topic in sorted(probe.spec.groups.items()):
         problems += await _group_problems(rt, bootstrap, group, topic, user.get(topic, 0))
-    return problems
+    _, isr = await _metadata(rt, bootstrap)
+    return isr + problems
+
+
+async def _metadata(rt: NodeRuntime, bootstrap: str) -> tuple[dict[str, tuple[int, bool]], list[dict[str, Any]]]:
+    cluster = ClientCluster(rt, bootstrap, PROBE_NODE, REQUEST_TIMEOUT_MS)
+    try:
+        return await _isr_problems(cluster)
+    finally:
+        cluster.close()
 
 
 async def _isr_problems(cluster: ClientCluster) -> tuple[dict[str, tuple[int, bool]], list[dict[str, Any]]]:
@@ -161,7 +169,7 @@ async def _read_problems(rt: NodeRuntime, bootstrap: str, topics: dict[str, int]
     its high watermark; each required record not found is a problem."""
     owing: dict[TP, list[Required]] = {}
     for r in probe.spec.records:
-        if (r.topic, r.partition, r.offset) not in probe.read_ok:
+        if (r.topic, r.partition, r.offset, r.value) not in probe.read_ok:
             owing.setdefault((r.topic, r.partition), []).append(r)
     if not owing:
         return []
@@ -191,7 +199,7 @@ async def _read_all(consumer: Consumer, owing: dict[TP, list[Required]], probe: 
     for tp, reqs in sorted(owing.items()):
         for r in reqs:
             if r.offset < start[tp] or seen[tp].get(r.offset) == r.value:
-                probe.read_ok.add((r.topic, r.partition, r.offset))
+                probe.read_ok.add((r.topic, r.partition, r.offset, r.value))
                 continue
             problems.append({"what": "record", "partition": f"{tp[0]}-{tp[1]}", "offset": r.offset,
                              "value": r.value, "found": seen[tp].get(r.offset), "log_start": start[tp],

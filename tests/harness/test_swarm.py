@@ -85,7 +85,7 @@ def test_faults_come_only_from_enabled_kinds_and_targets_and_one_kind_never_over
                 assert node in enabled[kind]["targets"]
         for kind in enabled:
             mine = sorted((f for f in faults if f.kind == kind), key=lambda f: f.at_ms)
-            assert all(a.end_ms <= b.at_ms for a, b in zip(mine, mine[1:])), kind
+            assert all(a.end_ms <= b.at_ms for a, b in zip(mine, mine[1:], strict=False)), kind
 
 
 def test_another_profile_does_not_move_the_swarm_faults() -> None:
