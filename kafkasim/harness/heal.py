@@ -67,7 +67,7 @@ def run_liveness_phase(world: SimWorld, cluster: SimCluster, faults: Owner, spec
     summary = {"healed": healed, "started_ms": round(start, 3), "deadline_ms": round(spec.deadline_ms, 3),
                "rounds": probe.rounds, "converged": converged,
                "converged_after_ms": round(probe.converged_ms - start, 3) if probe.converged_ms else None,
-               "required_records": len(spec.records)}
+               "required_records": len(spec.records), "groups": sorted(spec.groups)}
     if converged:
         return CheckResult("liveness", []), summary
     problems = probe.problems or [{"what": "probe", "error": "the probe did not finish a round"}]

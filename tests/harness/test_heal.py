@@ -58,6 +58,12 @@ def test_a_healthy_run_converges_and_passes(tmp_path: Path) -> None:
     assert run["stats"]["produced"] == 200, "the probe's records are not in the workload's history"
 
 
+def test_a_group_scenario_converges_with_the_probe_member_owning_every_partition(tmp_path: Path) -> None:
+    run = _run(tmp_path, 'group = "g"\n')  # appended to [workload.consumer]
+    assert run["liveness_phase"]["groups"] == ["g"] and run["liveness_phase"]["converged"], run["anomalies"]
+    assert run["verdict"] == "pass"
+
+
 def test_a_broker_left_paused_after_the_heal_is_an_isr_that_never_fills(tmp_path: Path,
                                                                          monkeypatch: pytest.MonkeyPatch) -> None:
     healed = heal.heal_all
