@@ -39,14 +39,26 @@ def heal_all(world: SimWorld, cluster: SimCluster, faults: Owner) -> dict[str, l
     return done
 
 
-def required_records(history: History, topic: str, results: list[CheckResult],
-                     expected: list[str]) -> list[Required]:
-    """Every acknowledged record, but those an expected anomaly of the scenario's own checks
-    already reported as not there (the loss the scenario exists to show)."""
+def required_records(history: History, topic: str, results: list[CheckResult], expected: list[str],
+                     last_fault_ms: float = 0.0) -> tuple[list[Required], int]:
+    """Every acknowledged record (and how many were excused), but those a scenario that EXPECTS
+    acknowledged loss may have lost: a record an expected anomaly of its own checks already named,
+    and any record acknowledged before its last fault was over (a power loss without fsync, an
+    unclean election or a diverged leader's truncation loses acked records, some of them after
+    the workload's consumer had already read them, so its checks never name them). A record
+    acknowledged after every fault was undone must still be there."""
+    loss_expected = any(k in expected for k in LOST_KINDS)
     excused = {str(a.detail.get("value")) for r in results if r.name in expected
                for a in r.anomalies if a.kind in LOST_KINDS and a.kind in expected}
-    return [Required(topic, s.partition, s.offset, s.value) for s in history.acked()
-            if s.value not in excused and s.partition >= 0 and s.offset >= 0]
+    out, skipped = [], 0
+    for s in history.acked():
+        if s.partition < 0 or s.offset < 0:
+            continue
+        if s.value in excused or (loss_expected and s.complete_ms <= last_fault_ms):
+            skipped += 1
+            continue
+        out.append(Required(topic, s.partition, s.offset, s.value))
+    return out, skipped
 
 
 def run_liveness_phase(world: SimWorld, cluster: SimCluster, faults: Owner, spec: ProbeSpec,
@@ -67,7 +79,7 @@ def run_liveness_phase(world: SimWorld, cluster: SimCluster, faults: Owner, spec
     summary = {"healed": healed, "started_ms": round(start, 3), "deadline_ms": round(spec.deadline_ms, 3),
                "rounds": probe.rounds, "converged": converged,
                "converged_after_ms": round(probe.converged_ms - start, 3) if probe.converged_ms else None,
-               "required_records": len(spec.records), "groups": sorted(spec.groups)}
+               "required_records": len(spec.records), "excused_records": spec.excused, "groups": sorted(spec.groups)}
     if converged:
         return CheckResult("liveness", []), summary
     problems = probe.problems or [{"what": "probe", "error": "the probe did not finish a round"}]

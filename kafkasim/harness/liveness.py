@@ -20,9 +20,11 @@ The probe retries round after round; the first round where everything holds ends
 the bound passes first, the run fails `liveness` with the last round's problems, each naming what
 did not converge (the partition and the ISR members missing, the record, the group...).
 
-Records a scenario's own checks already found lost under an EXPECTED anomaly (an unclean
-election, a power loss without fsync) are not asked for again: the phase checks liveness, and
-those losses are the scenario's point. Nothing the probe does reaches the workload's History:
+A scenario that EXPECTS acknowledged loss (an unclean election, a power loss without fsync, a
+diverged leader truncated) is not asked again for the records its own checks found lost, nor for
+any record acknowledged before its last fault was over (such a loss can hit a record the
+workload's consumer had already read); every record acknowledged after that must be there. The
+count excused is in run.json (`liveness_phase.excused_records`). Nothing the probe does reaches the workload's History:
 the checks ran before the phase.
 """
 
@@ -62,6 +64,7 @@ class ProbeSpec:
     records: list[Required]
     groups: dict[str, str]          # group id -> the topic its members subscribe to
     deadline_ms: float
+    excused: int = 0                # acked records not asked for (an expected loss: heal.required_records)
 
 
 @dataclass

@@ -183,9 +183,10 @@ def run_scenario(scenario: Scenario, seed: int, out_dir: str | None = None,
         # The histories are final and checked: heal everything and require convergence.
         phase, phase_summary = None, None
         if completed and scenario.liveness_phase:
-            spec = ProbeSpec(required_records(history, scenario.topics[0].name, results, scenario.expected),
-                             {scenario.consumer.group: scenario.topics[0].name} if scenario.consumer.group else {},
-                             world.now_ms() + scenario.liveness_ms)
+            records, excused = required_records(history, scenario.topics[0].name, results, scenario.expected,
+                                                last_fault_ms)
+            spec = ProbeSpec(records, {scenario.consumer.group: scenario.topics[0].name} if scenario.consumer.group
+                             else {}, world.now_ms() + scenario.liveness_ms, excused)
             phase, phase_summary = run_liveness_phase(world, cluster, fault_owner, spec, eyes.step)
     wall = wall_seconds() - wall_start
     run = _run_json(scenario, seed, world, history, results, completed, wall, deadline, phase)

@@ -83,8 +83,9 @@ def test_a_broker_left_paused_after_the_heal_is_an_isr_that_never_fills(tmp_path
 def test_an_acknowledged_record_that_is_not_there_is_named(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     real = runner.required_records
 
-    def plus_a_phantom(*args: Any) -> list[Required]:
-        return real(*args) + [Required("events", 0, 1, "producer-9-9")]  # acked by nobody: offset 1 holds another
+    def plus_a_phantom(*args: Any) -> tuple[list[Required], int]:
+        records, excused = real(*args)
+        return records + [Required("events", 0, 1, "producer-9-9")], excused  # offset 1 holds another
 
     monkeypatch.setattr(runner, "required_records", plus_a_phantom)
     run = _run(tmp_path)
@@ -127,10 +128,16 @@ def test_a_broker_that_stays_down_is_reported_with_its_partitions(tmp_path: Path
 def test_records_an_expected_loss_already_reported_are_not_asked_for_again() -> None:
     h = History(sends=[Send("producer-0", "producer-0-0", None, 0.0, 1.0, True, 0, 0),
                        Send("producer-0", "producer-0-1", None, 0.0, 1.0, True, 0, 1),
-                       Send("producer-0", "producer-0-2", None, 0.0, 1.0, False, -1, -1)])
+                       Send("producer-0", "producer-0-2", None, 0.0, 1.0, False, -1, -1),
+                       Send("producer-0", "producer-0-3", None, 0.0, 9.0, True, 0, 2)])
     lost = [CheckResult("lost-write", [Anomaly("lost-write", {"value": "producer-0-1"})])]
-    assert [r.value for r in heal.required_records(h, "t", lost, ["lost-write"])] == ["producer-0-0"]
-    assert [r.value for r in heal.required_records(h, "t", lost, [])] == ["producer-0-0", "producer-0-1"]
+    values = [r.value for r in heal.required_records(h, "t", lost, [])[0]]
+    assert values == ["producer-0-0", "producer-0-1", "producer-0-3"], "no loss expected: every acked record"
+    records, excused = heal.required_records(h, "t", lost, ["lost-write"])
+    assert [r.value for r in records] == ["producer-0-0", "producer-0-3"] and excused == 1
+    # Acked loss expected: what was acked before the last fault was over may be gone, not after.
+    records, excused = heal.required_records(h, "t", lost, ["lost-write"], last_fault_ms=5.0)
+    assert [r.value for r in records] == ["producer-0-3"] and excused == 2
 
 
 def test_turning_the_phase_off_needs_a_reason(tmp_path: Path) -> None:
