@@ -171,3 +171,17 @@ def test_a_swarm_run_records_its_draws_and_concrete_faults_and_shrink_minimises_
     assert "[[nemesis]]" not in text and 'kind = "swarm"' not in text
     assert len(shrunk.shrunk.faults) < len(run["faults"]) or shrunk.shrunk.producer.messages < 300
     assert all(f.source.startswith("nemesis[0]/") for f in shrunk.shrunk.faults)
+
+
+def test_a_swarm_run_with_its_liveness_phase_has_one_trace_hash_whatever_pythonhashseed(tmp_path: Path) -> None:
+    path = tmp_path / "swarm-small.toml"
+    path.write_text(SMALL)
+    hashes = []
+    for hashseed in ("0", "31337"):
+        env = dict(os.environ, PYTHONHASHSEED=hashseed, PYTHONPATH=os.getcwd())
+        out = subprocess.run([sys.executable, "-m", "kafkasim.cli", "run", str(path), "--seed", "3", "--out",
+                              str(tmp_path / f"run-{hashseed}")], env=env, capture_output=True, text=True).stdout
+        run = json.loads((tmp_path / f"run-{hashseed}" / "run.json").read_text())
+        assert run["liveness_phase"]["converged"] and run["trace_hash"] in out
+        hashes.append(run["trace_hash"])
+    assert hashes[0] == hashes[1]
