@@ -10,6 +10,7 @@ from typing import Any
 from kafkasim.cluster.sim_cluster import SimCluster
 from kafkasim.harness.checkers import Anomaly, CheckResult
 from kafkasim.harness.liveness import LOST_KINDS, PROBE_NODE, REQUEST_TIMEOUT_MS, Probe, ProbeSpec, Required, run_probe
+from kafkasim.harness.scenario import Scenario
 from kafkasim.harness.workload import History
 from kafkasim.runtime.sim.kernel import Owner
 from kafkasim.runtime.sim.world import SimWorld
@@ -86,3 +87,22 @@ def run_liveness_phase(world: SimWorld, cluster: SimCluster, faults: Owner, spec
     return CheckResult("liveness", [Anomaly("liveness", {
         "reason": "the healed cluster did not converge within heal.liveness_ms", "deadline_ms": spec.deadline_ms,
         "stuck": problems[:20], "stuck_count": len(problems)})]), summary
+
+
+def probe_spec(scenario: Scenario, history: History, results: list[CheckResult], last_fault_ms: float) -> ProbeSpec:
+    """What the probe must find for this run (the deadline is set when the phase starts)."""
+    topic = scenario.topics[0].name
+    records, excused = required_records(history, topic, results, scenario.expected, last_fault_ms)
+    return ProbeSpec(records, {scenario.consumer.group: topic} if scenario.consumer.group else {}, 0.0, excused)
+
+
+def liveness_phase(world: SimWorld, cluster: SimCluster, faults: Owner, scenario: Scenario, completed: bool,
+                   spec: ProbeSpec, step: Callable[[], None]) -> tuple[CheckResult | None, dict[str, Any]]:
+    """The runner's hook: the phase, unless the workload did not finish (the workload's own
+    liveness check fails then) or the scenario turns it off (`[heal] liveness = false`)."""
+    if not scenario.liveness_phase:
+        return None, {"skipped": scenario.liveness_skip_reason}
+    if not completed:
+        return None, {"skipped": "the workload did not finish (the liveness check says so)"}
+    spec.deadline_ms = world.now_ms() + scenario.liveness_ms
+    return run_liveness_phase(world, cluster, faults, spec, step)

@@ -20,10 +20,9 @@ from kafkasim.harness.checkers import Anomaly, CheckResult, check_all
 from kafkasim.harness.corruption import attribute_offset_flips
 from kafkasim.harness.godseye import GodsEye, check_replicas, failover_times, workload_value_at
 from kafkasim.harness.group_workload import GroupRun, Slot, StartMember, member_starter, run_churn
-from kafkasim.harness.heal import required_records, run_liveness_phase
+from kafkasim.harness.heal import liveness_phase, probe_spec
 from kafkasim.harness.host import code_version, wall_seconds
 from kafkasim.harness.inject import schedule_faults
-from kafkasim.harness.liveness import ProbeSpec
 from kafkasim.harness.nemesis import swarm_draws, with_concrete_faults
 from kafkasim.harness.repro import SEEDED_BUGS_ENV, repro_command
 from kafkasim.harness.scenario import Scenario
@@ -181,17 +180,11 @@ def run_scenario(scenario: Scenario, seed: int, out_dir: str | None = None,
         world.emit("harness", "run_end", {"completed": completed, "sends": len(history.sends),
                                           "polls": len(history.polls)})
         # The histories are final and checked: heal everything and require convergence.
-        phase, phase_summary = None, None
-        if completed and scenario.liveness_phase:
-            records, excused = required_records(history, scenario.topics[0].name, results, scenario.expected,
-                                                last_fault_ms)
-            spec = ProbeSpec(records, {scenario.consumer.group: scenario.topics[0].name} if scenario.consumer.group
-                             else {}, world.now_ms() + scenario.liveness_ms, excused)
-            phase, phase_summary = run_liveness_phase(world, cluster, fault_owner, spec, eyes.step)
+        phase, phase_summary = liveness_phase(world, cluster, fault_owner, scenario, completed,
+                                              probe_spec(scenario, history, results, last_fault_ms), eyes.step)
     wall = wall_seconds() - wall_start
     run = _run_json(scenario, seed, world, history, results, completed, wall, deadline, phase)
-    run["liveness_phase"] = phase_summary or {"skipped": scenario.liveness_skip_reason or
-                                              "the workload did not finish (the liveness check says so)"}
+    run["liveness_phase"] = phase_summary
     run["stats"]["failovers"] = failover_times(os.path.join(out_dir, "trace.jsonl"))
     run["seeded_bugs"] = sorted(world.seeded_bugs)
     run["stats"]["recoveries_checked"] = eyes.recovery.recoveries_checked

@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from kafkasim.harness import heal, runner
+from kafkasim.harness import heal
 from kafkasim.harness.checkers import Anomaly, CheckResult
 from kafkasim.harness.liveness import Required
 from kafkasim.harness.runner import run_scenario
@@ -81,13 +81,13 @@ def test_a_broker_left_paused_after_the_heal_is_an_isr_that_never_fills(tmp_path
 
 
 def test_an_acknowledged_record_that_is_not_there_is_named(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    real = runner.required_records
+    real = heal.required_records
 
     def plus_a_phantom(*args: Any) -> tuple[list[Required], int]:
         records, excused = real(*args)
         return records + [Required("events", 0, 1, "producer-9-9")], excused  # offset 1 holds another
 
-    monkeypatch.setattr(runner, "required_records", plus_a_phantom)
+    monkeypatch.setattr(heal, "required_records", plus_a_phantom)
     run = _run(tmp_path)
     [record] = [p for p in _stuck(run) if p["what"] == "record"]
     assert record["partition"] == "events-0" and record["offset"] == 1 and record["value"] == "producer-9-9"
