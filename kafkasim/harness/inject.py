@@ -188,12 +188,14 @@ def _firing(world: SimWorld, cluster: SimCluster, fault: Fault, harness: Owner,
     return lambda: apply_fault(world, cluster, fault, harness, fired)
 
 
-def schedule_faults(world: SimWorld, scenario: Scenario, cluster: SimCluster) -> list[dict[str, Any]]:
-    """Arm every fault of the (concrete) schedule on the harness's timers; the list returned
-    fills, as they fire, with what each fault hit."""
+def schedule_faults(world: SimWorld, scenario: Scenario, cluster: SimCluster,
+                    harness: Owner | None = None) -> list[dict[str, Any]]:
+    """Arm every fault of the (concrete) schedule on the harness's timers (`harness`: their owner;
+    killing it cancels every fault and undo still pending); the list returned fills, as they
+    fire, with what each fault hit."""
     validate_targets(world, scenario)
     fired: list[dict[str, Any]] = []
-    harness = Owner("harness")
+    harness = harness or Owner("harness")
     jitter = world.rng("fault-jitter")  # one draw per fault, in schedule order
     for fault in scenario.faults:
         at = fault.at_ms + (jitter.random() * fault.jitter_ms if fault.jitter_ms else 0.0)

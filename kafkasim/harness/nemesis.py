@@ -19,6 +19,9 @@ adding a profile does not move the faults of the others.
 
 partition: the pool is split at random into two non-empty sides, cut both ways.
 clog: a random ordered pair of distinct pool members, one direction.
+
+kind = "swarm" (kafkasim/harness/swarm.py): per seed, a random subset of kinds, each with a random
+subset of the targets and a random rate and length, each then expanded as a plain profile.
 """
 
 from __future__ import annotations
@@ -28,9 +31,10 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from kafkasim.harness.faults import DISK_KEYS, Fail, Fault, names, number, parse_crash_mode, parse_disk_knobs
+from kafkasim.harness.swarm import SwarmDraw, SwarmSpec, draw, parse_swarm
 from kafkasim.runtime.rng import SeededRng
 
-NEMESIS_KINDS = ("crash", "partition", "isolate", "pause", "clog", "disk", "zk_expire")
+NEMESIS_KINDS = ("crash", "partition", "isolate", "pause", "clog", "disk", "zk_expire", "swarm")
 
 
 @dataclass
@@ -45,6 +49,7 @@ class NemesisSpec:
     disk_modes: list[str] = field(default_factory=list)
     extra_ms: float = 0.0
     disk: dict[str, Any] = field(default_factory=dict)
+    swarm: SwarmSpec | None = None  # kind "swarm": what each seed draws its kinds from
 
 
 def parse_nemesis(raw: list[Any], fail: Fail) -> list[NemesisSpec]:
@@ -58,6 +63,8 @@ def parse_nemesis(raw: list[Any], fail: Fail) -> list[NemesisSpec]:
 
 
 def _parse_one(key: str, t: dict[str, Any], fail: Fail) -> NemesisSpec:
+    if t.get("kind") == "swarm":
+        return _parse_swarm(key, t, fail)
     known = {"kind", "targets", "from_ms", "until_ms", "interval_ms", "duration_ms", "mode", "disk_modes",
              "extra_ms"} | set(DISK_KEYS)
     for k in t:
@@ -86,12 +93,47 @@ def _parse_one(key: str, t: dict[str, Any], fail: Fail) -> NemesisSpec:
     return n
 
 
+def _parse_swarm(key: str, t: dict[str, Any], fail: Fail) -> NemesisSpec:
+    swarm, shared = parse_swarm(key, t, fail)
+    n = NemesisSpec("swarm", shared["targets"], shared["from_ms"], shared["until_ms"], swarm.interval_ms[1],
+                    swarm.duration_ms[1], shared["mode"], shared["disk_modes"], shared["extra_ms"], shared["disk"],
+                    swarm)
+    if n.until_ms <= n.from_ms:
+        raise fail(f"{key}.until_ms", f"a time after from_ms ({n.from_ms})", n.until_ms)
+    return n
+
+
 def expand(specs: list[NemesisSpec], seed: int) -> list[Fault]:
     """The concrete faults of every profile for this seed, sorted by time."""
     out: list[Fault] = []
     for i, spec in enumerate(specs):
-        out += _expand_one(spec, SeededRng(seed, f"nemesis/{i}"), f"nemesis[{i}]")
+        rng = SeededRng(seed, f"nemesis/{i}")
+        if spec.swarm is None:
+            out += _expand_one(spec, rng, f"nemesis[{i}]")
+            continue
+        for d in draw(spec.swarm, spec.targets, rng):
+            out += _expand_one(_drawn_spec(spec, d), SeededRng(seed, f"nemesis/{i}/{d.kind}"),
+                               f"nemesis[{i}]/{d.kind}")
     return sorted(out, key=lambda f: f.at_ms)
+
+
+def _drawn_spec(spec: NemesisSpec, d: SwarmDraw) -> NemesisSpec:
+    """The plain profile one enabled swarm kind expands as."""
+    return NemesisSpec(d.kind, d.targets, spec.from_ms, spec.until_ms, d.interval_ms,
+                       0.0 if d.kind == "zk_expire" else d.duration_ms, spec.mode, list(spec.disk_modes),
+                       spec.extra_ms, dict(spec.disk))
+
+
+def swarm_draws(specs: list[NemesisSpec], seed: int) -> list[dict[str, Any]]:
+    """What each swarm profile enabled for this seed (run.json's `swarm`): the kinds, and for
+    each its targets, mean gap and mean length. The same draws `expand` makes (same streams)."""
+    out = []
+    for i, spec in enumerate(specs):
+        if spec.swarm is not None:
+            drawn = draw(spec.swarm, spec.targets, SeededRng(seed, f"nemesis/{i}"))
+            out.append({"source": f"nemesis[{i}]", "enabled": [d.describe() for d in drawn],
+                        "disabled": [k for k in spec.swarm.kinds if k not in {d.kind for d in drawn}]})
+    return out
 
 
 def _expand_one(spec: NemesisSpec, rng: SeededRng, source: str) -> list[Fault]:

@@ -20,9 +20,10 @@ from kafkasim.harness.checkers import Anomaly, CheckResult, check_all
 from kafkasim.harness.corruption import attribute_offset_flips
 from kafkasim.harness.godseye import GodsEye, check_replicas, failover_times, workload_value_at
 from kafkasim.harness.group_workload import GroupRun, Slot, StartMember, member_starter, run_churn
+from kafkasim.harness.heal import liveness_phase, probe_spec
 from kafkasim.harness.host import code_version, wall_seconds
 from kafkasim.harness.inject import schedule_faults
-from kafkasim.harness.nemesis import with_concrete_faults
+from kafkasim.harness.nemesis import swarm_draws, with_concrete_faults
 from kafkasim.harness.repro import SEEDED_BUGS_ENV, repro_command
 from kafkasim.harness.scenario import Scenario
 from kafkasim.harness.timeline import write_timeline
@@ -31,6 +32,7 @@ from kafkasim.harness.txn_pipeline import spawn_txn_workload
 from kafkasim.harness.workload import History, run_consumer, run_producer
 from kafkasim.protocol import errors as E
 from kafkasim.runtime import seeded_bugs
+from kafkasim.runtime.sim.kernel import Owner
 from kafkasim.runtime.sim.world import SimWorld
 
 BROKER_PORT = 9092
@@ -164,6 +166,7 @@ def run_scenario(scenario: Scenario, seed: int, out_dir: str | None = None,
     run_json = os.path.join(out_dir, "run.json")
     if os.path.exists(run_json):
         os.remove(run_json)  # a verdict left by an earlier run would describe this run's trace
+    swarm = swarm_draws(scenario.nemesis, seed)  # what a swarm profile enabled this seed (run.json)
     scenario = with_concrete_faults(scenario, seed)  # nemesis profiles -> this seed's faults
     history = History()
     wall_start = wall_seconds()
@@ -174,7 +177,8 @@ def run_scenario(scenario: Scenario, seed: int, out_dir: str | None = None,
         eyes = GodsEye(world, cluster)  # recovery and invariant checks while the run goes
         if world.seeded_bugs:  # a run with seeded bugs says so in its trace, not only in run.json
             world.emit("harness", "seeded_bugs", {"bugs": sorted(world.seeded_bugs)})
-        fired = schedule_faults(world, scenario, cluster)
+        fault_owner = Owner("harness")
+        fired = schedule_faults(world, scenario, cluster, fault_owner)
         while world.now_ms() < deadline and not all(t.done() for t in finals):
             world.run(min(world.now_ms() + STEP_MS, deadline))
             eyes.step()
@@ -188,14 +192,20 @@ def run_scenario(scenario: Scenario, seed: int, out_dir: str | None = None,
                    + (check_txns(history) if scenario.producer.txn is not None else []))
         world.emit("harness", "run_end", {"completed": completed, "sends": len(history.sends),
                                           "polls": len(history.polls)})
+        # The histories are final and checked: heal everything and require convergence.
+        phase, phase_summary = liveness_phase(world, cluster, fault_owner, scenario, completed,
+                                              probe_spec(scenario, history, results, last_fault_ms), eyes.step)
     wall = wall_seconds() - wall_start
-    run = _run_json(scenario, seed, world, history, results, completed, wall, deadline)
+    run = _run_json(scenario, seed, world, history, results, completed, wall, deadline, phase)
+    run["liveness_phase"] = phase_summary
     run["stats"]["failovers"] = failover_times(os.path.join(out_dir, "trace.jsonl"))
     run["seeded_bugs"] = sorted(world.seeded_bugs)
     run["stats"]["recoveries_checked"] = eyes.recovery.recoveries_checked
     if scenario.producer.txn is not None:
         run["stats"]["transactions"] = txn_stats(history)
     run["faults_fired"] = fired
+    if swarm:
+        run["swarm"] = swarm
     run["scenario_text"] = scenario.text
     run["scenario_sha256"] = hashlib.sha256(scenario.text.encode()).hexdigest()
     run["repro"] = repro_command(run)
@@ -228,7 +238,7 @@ def _percentiles(values: list[float]) -> dict[str, float] | None:
 
 
 def _run_json(scenario: Scenario, seed: int, world: SimWorld, history: History, results: list[CheckResult],
-              completed: bool, wall_s: float, deadline_ms: float) -> dict[str, Any]:
+              completed: bool, wall_s: float, deadline_ms: float, phase: CheckResult | None) -> dict[str, Any]:
     # A task that died of an exception nobody handled is a bug in the node's code.
     extra = [CheckResult("task-error", [Anomaly("task-error", {"node": o, "task": t, "error": e})
                                         for o, t, e in world.failures])] + invariant_results(world)
@@ -236,6 +246,7 @@ def _run_json(scenario: Scenario, seed: int, world: SimWorld, history: History, 
         "reason": "the workload did not finish by the deadline (last fault + heal.liveness_ms, capped by "
                   "scenario.duration_ms)", "deadline_ms": deadline_ms,
         "acked": len(history.acked()), "unresolved_sends": sum(1 for s in history.sends if s.ok is None)})])
+    liveness = phase if completed and phase is not None else liveness
     checks, anomalies = [], []
     for r in results + extra + [liveness]:
         expected = r.name in scenario.expected

@@ -103,6 +103,8 @@ class Scenario:
     nemesis: list[NemesisSpec] = field(default_factory=list)  # expanded per seed into faults
     racks: list[str] = field(default_factory=list)  # broker i gets racks[i % len(racks)]
     liveness_ms: float = 60000.0  # after the last fault the workload must finish within this
+    liveness_phase: bool = True   # [heal] liveness: heal all, then the cluster must converge (liveness.py)
+    liveness_skip_reason: str = ""  # [heal] reason: why a scenario turns the phase off
     # The file's text as loaded (run.json keeps it, so a replay needs no file); not part of what
     # the scenario is: a dumped and reloaded scenario equals the original.
     text: str = field(default="", compare=False)
@@ -332,8 +334,12 @@ def parse_scenario(path: str, raw: dict[str, Any]) -> Scenario:
     s.nemesis = parse_nemesis(root.get("nemesis", list, [], "an array of tables [[nemesis]]"),
                               lambda key, expected, got: root.fail(key, expected, got))
     heal = root.sub("heal")
-    heal.unknown({"liveness_ms"})
+    heal.unknown({"liveness_ms", "liveness", "reason"})
     s.liveness_ms = float(heal.positive("liveness_ms", 60000, integer=False))
+    s.liveness_phase = heal.get("liveness", bool, True, "true or false")
+    s.liveness_skip_reason = heal.get("reason", str, "", "a string")
+    if not s.liveness_phase and not s.liveness_skip_reason.strip():
+        raise heal.fail("reason", "why the liveness phase is off (required with liveness = false)")
     check_scenario(s, lambda key, why: ScenarioError(f"{path}: key '{key}': {why}"))
     if s.producer.txn is not None and s.producer.txn.pipeline > 0 and (len(s.topics) < 2 or s.consumer.group):
         raise ScenarioError(f"{path}: key 'workload.producer.pipeline': expected two [[topics]] (input, output) "

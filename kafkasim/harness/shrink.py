@@ -27,6 +27,7 @@ from kafkasim.harness.repro import SEEDED_BUGS_ENV
 from kafkasim.harness.runner import run_scenario
 from kafkasim.harness.scenario import Scenario, ScenarioError
 from kafkasim.harness.scenario_checks import check_scenario
+from kafkasim.harness.swarm import swarm_table
 
 NUMERIC = (("producer", "messages", 1), ("producer", "count", 1), ("consumer", "count", 1),
            ("topic", "partitions", 1), ("cluster", "brokers", 1))
@@ -208,6 +209,8 @@ def _fault_table(f: Fault) -> list[str]:
 
 
 def _nemesis_table(n: Any) -> list[str]:
+    if n.swarm is not None:
+        return swarm_table(n, _toml_value)
     lines = ["[[nemesis]]", f"kind = {_toml_value(n.kind)}", f"targets = {_toml_value(n.targets)}"]
     lines += [f"{k} = {_toml_value(getattr(n, k))}" for k in ("from_ms", "until_ms", "interval_ms", "duration_ms")]
     if n.kind == "crash":
@@ -276,6 +279,8 @@ def dump_scenario(s: Scenario, comment: str = "") -> str:
         out += _fault_table(f)
     for n in s.nemesis:  # shrink expands these into faults first; a plain dump keeps them
         out += _nemesis_table(n)
-    out += ["[heal]", f"liveness_ms = {_toml_value(s.liveness_ms)}", "", "[guarantees]",
+    out += ["[heal]", f"liveness_ms = {_toml_value(s.liveness_ms)}"]
+    out += [] if s.liveness_phase else ["liveness = false", f"reason = {_toml_value(s.liveness_skip_reason)}"]
+    out += ["", "[guarantees]",
             f"expected = {_toml_value(s.expected)}", ""]
     return "\n".join(out)

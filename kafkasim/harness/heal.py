@@ -1,0 +1,108 @@
+"""The liveness phase in the simulated world (kafkasim/harness/liveness.py says what it
+requires): heal everything, start the probe process, run the world until the probe converges or
+the bound passes, and turn the outcome into the run's `liveness` check."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from kafkasim.cluster.sim_cluster import SimCluster
+from kafkasim.harness.checkers import Anomaly, CheckResult
+from kafkasim.harness.liveness import LOST_KINDS, PROBE_NODE, REQUEST_TIMEOUT_MS, Probe, ProbeSpec, Required, run_probe
+from kafkasim.harness.scenario import Scenario
+from kafkasim.harness.workload import History
+from kafkasim.runtime.sim.kernel import Owner
+from kafkasim.runtime.sim.world import SimWorld
+
+STEP_MS = 1000.0
+
+
+def heal_all(world: SimWorld, cluster: SimCluster, faults: Owner) -> dict[str, list[str]]:
+    """Undo every fault at once; returns what was done (traced as `liveness_heal`)."""
+    faults.alive = False  # fault (and undo) timers still pending never fire
+    world.net.heal()
+    done: dict[str, list[str]] = {"resumed": [], "restarted": [], "log_dir_restarted": []}
+    for name, node in sorted(world.nodes.items()):
+        if node.paused:
+            node.resume()
+            done["resumed"].append(name)
+        node.disk.clear_faults()
+    for name in sorted(cluster.servers):
+        rm = cluster.replica_manager(name)
+        if rm is not None and rm.offline:  # an offline log dir comes back only with a restart
+            world.nodes[name].crash("kill")
+            done["log_dir_restarted"].append(name)
+        if not world.nodes[name].alive:
+            cluster.restart(name)
+            done["restarted"].append(name)
+    world.emit("harness", "liveness_heal", {k: v for k, v in done.items()})
+    return done
+
+
+def required_records(history: History, topic: str, results: list[CheckResult], expected: list[str],
+                     last_fault_ms: float = 0.0) -> tuple[list[Required], int]:
+    """Every acknowledged record (and how many were excused), but those a scenario that EXPECTS
+    acknowledged loss may have lost: a record an expected anomaly of its own checks already named,
+    and any record acknowledged before its last fault was over (a power loss without fsync, an
+    unclean election or a diverged leader's truncation loses acked records, some of them after
+    the workload's consumer had already read them, so its checks never name them). A record
+    acknowledged after every fault was undone must still be there."""
+    loss_expected = any(k in expected for k in LOST_KINDS)
+    excused = {str(a.detail.get("value")) for r in results if r.name in expected
+               for a in r.anomalies if a.kind in LOST_KINDS and a.kind in expected}
+    out, skipped = [], 0
+    for s in history.acked():
+        if s.partition < 0 or s.offset < 0:
+            continue
+        if s.value in excused or (loss_expected and s.complete_ms <= last_fault_ms):
+            skipped += 1
+            continue
+        out.append(Required(topic, s.partition, s.offset, s.value))
+    return out, skipped
+
+
+def run_liveness_phase(world: SimWorld, cluster: SimCluster, faults: Owner, spec: ProbeSpec,
+                       step: Callable[[], None] = lambda: None) -> tuple[CheckResult, dict[str, Any]]:
+    """Heal, probe until converged or `spec.deadline_ms`; the check and run.json's `liveness_phase`."""
+    start = world.now_ms()
+    healed = heal_all(world, cluster, faults)
+    probe = Probe(spec)
+    node = world.add_node(PROBE_NODE)
+    task = node.runtime.spawn(run_probe(node.runtime, cluster.bootstrap, probe), name="liveness probe")
+    hard_stop = spec.deadline_ms + 4 * REQUEST_TIMEOUT_MS  # a round in flight at the deadline may finish
+    while not task.done() and world.now_ms() < hard_stop:
+        world.run(min(world.now_ms() + STEP_MS, hard_stop))
+        step()
+    converged = probe.converged_ms is not None
+    world.emit("harness", "liveness_phase", {"converged": converged, "rounds": probe.rounds,
+                                             "problems": len(probe.problems)})
+    summary = {"healed": healed, "started_ms": round(start, 3), "deadline_ms": round(spec.deadline_ms, 3),
+               "rounds": probe.rounds, "converged": converged,
+               "converged_after_ms": round(probe.converged_ms - start, 3) if probe.converged_ms else None,
+               "required_records": len(spec.records), "excused_records": spec.excused, "groups": sorted(spec.groups)}
+    if converged:
+        return CheckResult("liveness", []), summary
+    problems = probe.problems or [{"what": "probe", "error": "the probe did not finish a round"}]
+    return CheckResult("liveness", [Anomaly("liveness", {
+        "reason": "the healed cluster did not converge within heal.liveness_ms", "deadline_ms": spec.deadline_ms,
+        "stuck": problems[:20], "stuck_count": len(problems)})]), summary
+
+
+def probe_spec(scenario: Scenario, history: History, results: list[CheckResult], last_fault_ms: float) -> ProbeSpec:
+    """What the probe must find for this run (the deadline is set when the phase starts)."""
+    topic = scenario.topics[0].name
+    records, excused = required_records(history, topic, results, scenario.expected, last_fault_ms)
+    return ProbeSpec(records, {scenario.consumer.group: topic} if scenario.consumer.group else {}, 0.0, excused)
+
+
+def liveness_phase(world: SimWorld, cluster: SimCluster, faults: Owner, scenario: Scenario, completed: bool,
+                   spec: ProbeSpec, step: Callable[[], None]) -> tuple[CheckResult | None, dict[str, Any]]:
+    """The runner's hook: the phase, unless the workload did not finish (the workload's own
+    liveness check fails then) or the scenario turns it off (`[heal] liveness = false`)."""
+    if not scenario.liveness_phase:
+        return None, {"skipped": scenario.liveness_skip_reason}
+    if not completed:
+        return None, {"skipped": "the workload did not finish (the liveness check says so)"}
+    spec.deadline_ms = world.now_ms() + scenario.liveness_ms
+    return run_liveness_phase(world, cluster, faults, spec, step)

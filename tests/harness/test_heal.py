@@ -1,0 +1,148 @@
+"""The liveness phase (kafkasim/harness/heal.py, liveness.py): a healthy run converges and passes;
+a stuck state after the heal (a broker left paused, a record that is not there, a broker left
+down) is a `liveness` violation naming what did not converge; the phase heals what the faults
+left behind; records an expected loss already reported are not asked for; the phase's probe
+leaves the workload's history alone; `[heal] liveness = false` needs a reason."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from kafkasim.harness import heal
+from kafkasim.harness.checkers import Anomaly, CheckResult
+from kafkasim.harness.liveness import Required
+from kafkasim.harness.runner import run_scenario
+from kafkasim.harness.scenario import ScenarioError, scenario_from_text
+from kafkasim.harness.workload import History, Send
+
+pytestmark = pytest.mark.sim
+
+BASE = """
+[scenario]
+name = "live"
+duration_ms = 120000
+[cluster]
+brokers = 3
+[cluster.config]
+"replica.lag.time.max.ms" = 3000
+[[topics]]
+name = "events"
+partitions = 2
+replication_factor = 3
+[workload.producer]
+messages = 200
+rate_per_s = 100
+[workload.consumer]
+fetch_max_wait_ms = 100
+"""
+
+
+def _run(tmp_path: Path, extra: str = "", seed: int = 1) -> dict[str, Any]:
+    s = scenario_from_text(str(tmp_path / "live.toml"), BASE + extra + "\n[heal]\nliveness_ms = 15000\n")
+    return run_scenario(s, seed, str(tmp_path / "run")).run
+
+
+def _stuck(run: dict[str, Any]) -> list[dict[str, Any]]:
+    [anomaly] = [a for a in run["anomalies"] if a["kind"] == "liveness"]
+    return list(anomaly["detail"]["stuck"])
+
+
+def test_a_healthy_run_converges_and_passes(tmp_path: Path) -> None:
+    run = _run(tmp_path)
+    phase = run["liveness_phase"]
+    assert run["verdict"] == "pass" and phase["converged"] and phase["required_records"] == run["stats"]["acked"]
+    assert phase["required_records"] > 0
+    assert run["stats"]["produced"] == 200, "the probe's records are not in the workload's history"
+
+
+def test_a_group_scenario_converges_with_the_probe_member_owning_every_partition(tmp_path: Path) -> None:
+    run = _run(tmp_path, 'group = "g"\n')  # appended to [workload.consumer]
+    assert run["liveness_phase"]["groups"] == ["g"] and run["liveness_phase"]["converged"], run["anomalies"]
+    assert run["verdict"] == "pass"
+
+
+def test_a_broker_left_paused_after_the_heal_is_an_isr_that_never_fills(tmp_path: Path,
+                                                                         monkeypatch: pytest.MonkeyPatch) -> None:
+    healed = heal.heal_all
+
+    def leave_one_paused(world: Any, cluster: Any, faults: Any) -> dict[str, list[str]]:
+        done = healed(world, cluster, faults)
+        world.nodes["broker-1"].pause()  # the stuck state: as if the heal forgot it
+        return done
+
+    monkeypatch.setattr(heal, "heal_all", leave_one_paused)
+    run = _run(tmp_path)
+    assert run["verdict"] == "fail" and not run["liveness_phase"]["converged"]
+    isr = [p for p in _stuck(run) if p["what"] == "isr"]
+    assert {p["partition"] for p in isr} == {"events-0", "events-1"} and all(p["missing"] == [1] for p in isr)
+
+
+def test_an_acknowledged_record_that_is_not_there_is_named(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    real = heal.required_records
+
+    def plus_a_phantom(*args: Any) -> tuple[list[Required], int]:
+        records, excused = real(*args)
+        return records + [Required("events", 0, 1, "producer-9-9")], excused  # offset 1 holds another
+
+    monkeypatch.setattr(heal, "required_records", plus_a_phantom)
+    run = _run(tmp_path)
+    [record] = [p for p in _stuck(run) if p["what"] == "record"]
+    assert record["partition"] == "events-0" and record["offset"] == 1 and record["value"] == "producer-9-9"
+    assert record["found"] and record["found"].startswith("producer-0-")
+
+
+def test_the_heal_restarts_a_broker_a_fault_left_down_and_resumes_a_paused_one(tmp_path: Path) -> None:
+    run = _run(tmp_path, """
+[[faults]]
+at_ms = 1500
+kind = "crash"
+targets = ["broker-2"]
+[[faults]]
+at_ms = 1600
+kind = "pause"
+targets = ["broker-1"]
+duration_ms = 200000
+""")
+    phase = run["liveness_phase"]
+    assert phase["healed"]["restarted"] == ["broker-2"] and phase["healed"]["resumed"] == ["broker-1"]
+    assert phase["converged"] and run["verdict"] == "pass", run["anomalies"]
+
+
+def test_a_broker_that_stays_down_is_reported_with_its_partitions(tmp_path: Path,
+                                                                  monkeypatch: pytest.MonkeyPatch) -> None:
+    healed = heal.heal_all
+
+    def kill_one(world: Any, cluster: Any, faults: Any) -> dict[str, list[str]]:
+        done = healed(world, cluster, faults)
+        world.nodes["broker-0"].crash("power")
+        return done
+
+    monkeypatch.setattr(heal, "heal_all", kill_one)
+    stuck = _stuck(_run(tmp_path))
+    assert any(p["what"] == "isr" and 0 in p["missing"] for p in stuck), stuck
+
+
+def test_records_an_expected_loss_already_reported_are_not_asked_for_again() -> None:
+    h = History(sends=[Send("producer-0", "producer-0-0", None, 0.0, 1.0, True, 0, 0),
+                       Send("producer-0", "producer-0-1", None, 0.0, 1.0, True, 0, 1),
+                       Send("producer-0", "producer-0-2", None, 0.0, 1.0, False, -1, -1),
+                       Send("producer-0", "producer-0-3", None, 0.0, 9.0, True, 0, 2)])
+    lost = [CheckResult("lost-write", [Anomaly("lost-write", {"value": "producer-0-1"})])]
+    values = [r.value for r in heal.required_records(h, "t", lost, [])[0]]
+    assert values == ["producer-0-0", "producer-0-1", "producer-0-3"], "no loss expected: every acked record"
+    records, excused = heal.required_records(h, "t", lost, ["lost-write"])
+    assert [r.value for r in records] == ["producer-0-0", "producer-0-3"] and excused == 1
+    # Acked loss expected: what was acked before the last fault was over may be gone, not after.
+    records, excused = heal.required_records(h, "t", lost, ["lost-write"], last_fault_ms=5.0)
+    assert [r.value for r in records] == ["producer-0-3"] and excused == 2
+
+
+def test_turning_the_phase_off_needs_a_reason(tmp_path: Path) -> None:
+    with pytest.raises(ScenarioError, match="heal.reason"):
+        scenario_from_text("x.toml", BASE + "[heal]\nliveness = false\n")
+    s = scenario_from_text("x.toml", BASE + "[heal]\nliveness = false\nreason = \"disk full forever\"\n")
+    run = run_scenario(s, 1, str(tmp_path / "run")).run
+    assert run["liveness_phase"] == {"skipped": "disk full forever"} and run["verdict"] == "pass"
