@@ -17,14 +17,14 @@ pytestmark = pytest.mark.sim
 
 REGRESSIONS = Path(__file__).resolve().parents[2] / "scenarios" / "regressions"
 FILES = sorted(REGRESSIONS.glob("*.toml"))
-# Regressions whose fix was to name what happened precisely: the run must pass AND show it.
+# Regressions whose fix was to name what happened precisely: the run must pass AND show it —
+# while the seed still leads to the same corruption (a behaviour change elsewhere moves a run's
+# schedule: seeds 63, 70 and 285 no longer flip the same bits since the wave-2 merges, so they
+# only pin "passes"; tests/harness/test_corruption.py and test_godseye_replicas.py pin the rules).
 MUST_SHOW = {
     "bit-rot-seed-24": "leader-epoch-bit-flip",
     "bit-rot-seed-35": "corrupt-offset-propagated",
     "bit-rot-seed-54": "corrupt-offset-delivered",
-    "bit-rot-seed-63": "corrupt-offset-propagated",
-    "bit-rot-seed-70": "corrupt-offset-delivered",
-    "bit-rot-seed-285": "corrupt-offset-delivered",
 }
 
 
