@@ -64,6 +64,7 @@ def run_in_processes(fn: Callable[[T], R], items: list[T], jobs: int, on_result:
     import multiprocessing
     from concurrent.futures import ProcessPoolExecutor, as_completed
 
+    _start_quiet_resource_tracker()
     # "spawn" keeps workers free of whatever threads this process started (Spark, kazoo).
     pool = ProcessPoolExecutor(max_workers=jobs, mp_context=multiprocessing.get_context("spawn"),
                                initializer=_worker_ignores_sigint)
@@ -75,6 +76,25 @@ def run_in_processes(fn: Callable[[T], R], items: list[T], jobs: int, on_result:
         _stop_now(pool)  # Ctrl-C, SIGTERM or a worker's error: no worker outlives the sweep
         raise
     pool.shutdown()
+
+
+def _start_quiet_resource_tracker() -> None:
+    """Start multiprocessing's resource tracker with its stderr on /dev/null. When Ctrl-C stops a
+    sweep and its workers are killed mid-run, the tracker can be told twice to forget one of the
+    pool's semaphores and prints a KeyError traceback (CPython's resource_tracker.main) — noise on
+    the user's terminal after a clean interrupt. It inherits fd 2 when it starts, so point fd 2
+    elsewhere just for that moment."""
+    from multiprocessing import resource_tracker
+
+    saved = os.dup(2)
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    try:
+        os.dup2(devnull, 2)
+        resource_tracker.ensure_running()
+    finally:
+        os.dup2(saved, 2)
+        os.close(saved)
+        os.close(devnull)
 
 
 def _worker_ignores_sigint() -> None:
