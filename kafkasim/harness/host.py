@@ -77,6 +77,24 @@ def run_in_processes(fn: Callable[[T], R], items: list[T], jobs: int, on_result:
     pool.shutdown()
 
 
+def run_in_threads(fn: Callable[[T], R], items: list[T], threads: int, on_result: Callable[[T, R], None]) -> None:
+    """Run fn over items in `threads` threads of this process, for work that only waits on another
+    process (a Spark job each: `kafkasim sweep --spark`); calls on_result(item, result) in the
+    calling thread as each finishes. On an interrupt the queued items are dropped and the running
+    ones abandoned (the caller stops what they wait on)."""
+    from concurrent.futures import ThreadPoolExecutor, as_completed
+
+    pool = ThreadPoolExecutor(max_workers=max(1, threads), thread_name_prefix="kafkasim-sweep")
+    try:
+        futures = {pool.submit(fn, item): item for item in items}
+        for fut in as_completed(futures):
+            on_result(futures[fut], fut.result())
+    except BaseException:
+        pool.shutdown(wait=False, cancel_futures=True)
+        raise
+    pool.shutdown()
+
+
 def _worker_ignores_sigint() -> None:
     """A terminal's Ctrl-C reaches the whole process group; the parent alone acts on it (it
     stops the sweep and terminates its workers), so no worker dies half-way through writing."""

@@ -97,13 +97,13 @@ def _quiet_jvm_env() -> Path:
     return path
 
 
-def start_spark(master: str) -> Any:
+def start_spark(master: str, app: str = "kafkasim-report") -> Any:
     from pyspark.sql import SparkSession
 
     log4j = _quiet_jvm_env()
     spark = (
         SparkSession.builder.master(master)
-        .appName("kafkasim-report")
+        .appName(app)
         .config("spark.ui.enabled", "false")
         .config("spark.ui.showConsoleProgress", "false")  # no [Stage 0:> ...] bars on stderr
         .config("spark.sql.shuffle.partitions", "4")
