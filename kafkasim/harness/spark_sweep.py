@@ -18,8 +18,10 @@ OUT/runs/<scenario>/seed-N/error.txt with the traceback; the other seeds go on.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
+import re
 import signal
 import sys
 import traceback
@@ -65,17 +67,28 @@ def run_task(task: Task) -> dict[str, Any]:
 
 
 def package_zip(dest_dir: str) -> str:
-    """The kafkasim package this driver runs, zipped for SparkContext.addPyFile."""
+    """The kafkasim package this driver runs, zipped for SparkContext.addPyFile, named by its
+    content: a session that ships the same code twice ships the same file (Spark refuses a
+    second file of one name with other bytes), changed code goes under a new name."""
     import kafkasim
 
     root = os.path.dirname(os.path.abspath(kafkasim.__file__))
-    path = os.path.join(dest_dir, "kafkasim.zip")
+    entries: dict[str, bytes] = {}
+    for folder, dirs, files in os.walk(root):
+        dirs[:] = sorted(d for d in dirs if d != "__pycache__")
+        arc = os.path.join("kafkasim", os.path.relpath(folder, root))
+        for name in sorted(files):
+            with open(os.path.join(folder, name), "rb") as f:
+                entries[os.path.join(arc, name)] = f.read()
+        if "__init__.py" not in files:  # zipimport knows no namespace packages
+            entries[os.path.join(arc, "__init__.py")] = b""
+    digest = hashlib.sha256()
+    for arc, data in sorted(entries.items()):
+        digest.update(f"{arc}\0{len(data)}\0".encode() + data)
+    path = os.path.join(dest_dir, f"kafkasim-{digest.hexdigest()[:16]}.zip")
     with zipfile.ZipFile(path, "w", zipfile.ZIP_DEFLATED) as z:
-        for folder, dirs, files in os.walk(root):
-            dirs[:] = sorted(d for d in dirs if d != "__pycache__")
-            for name in sorted(files):
-                full = os.path.join(folder, name)
-                z.write(full, os.path.join("kafkasim", os.path.relpath(full, root)))
+        for arc, data in sorted(entries.items()):
+            z.writestr(zipfile.ZipInfo(arc, date_time=(1980, 1, 1, 0, 0, 0)), data, zipfile.ZIP_DEFLATED)
     return path
 
 
@@ -99,8 +112,7 @@ class _Driver:
         except Exception as exc:  # the job failed, not the run: a worker crashed, executors lost
             if self.stopping:
                 raise
-            first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
-            payload = {"error": f"Spark job failed: {first}", "traceback": str(exc)}
+            payload = {"error": f"Spark job failed: {_cause(exc)}", "traceback": str(exc)}
         if self.stopping:
             raise KeyboardInterrupt
         if "error" in payload:
@@ -129,6 +141,14 @@ class _Driver:
                 "error": payload["error"], "traceback": payload["traceback"], "repro": repro, "replay": "",
                 "trace_hash": "", "out_dir": out_dir, "wall_s": 0.0,
                 "violations": [f"error: {payload['error']} (traceback in {out_dir}/error.txt)"], "expected": []}
+
+
+def _cause(exc: Exception) -> str:
+    """The Python error inside a failed Spark job's message (its last `SomeError: ...` line),
+    else the message's first line."""
+    lines = [line.strip() for line in str(exc).splitlines() if line.strip()]
+    found = [line for line in lines if re.match(r"^[\w.]+(Error|Exception|Exit)\b", line)]
+    return (found or lines or [type(exc).__name__])[-1 if found else 0]
 
 
 def start_session(master: str) -> Any:
