@@ -54,6 +54,17 @@ def scratch_dir() -> Iterator[str]:
         yield path
 
 
+_PROCESS_DIR: list[tempfile.TemporaryDirectory[str]] = []
+
+
+def process_scratch_dir() -> str:
+    """A temporary directory for as long as this process lives (removed at exit): for files a
+    long-lived service reads back later, e.g. the code a Spark session ships to its executors."""
+    if not _PROCESS_DIR:
+        _PROCESS_DIR.append(tempfile.TemporaryDirectory(prefix="kafkasim-"))  # its finalizer removes it
+    return _PROCESS_DIR[0].name
+
+
 def run_in_processes(fn: Callable[[T], R], items: list[T], jobs: int, on_result: Callable[[T, R], None]) -> None:
     """Run fn over items in `jobs` local worker processes (fn and items must pickle); calls
     on_result(item, result) in this process as each finishes. jobs <= 1 runs in-process."""

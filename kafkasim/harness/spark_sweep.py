@@ -31,7 +31,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from kafkasim.harness.host import code_version, run_in_threads, scratch_dir
+from kafkasim.harness.host import code_version, process_scratch_dir, run_in_threads, scratch_dir
 from kafkasim.harness.repro import repro_command
 from kafkasim.harness.runner import default_out_dir, run_scenario
 from kafkasim.harness.scenario import Scenario, load_scenario, scenario_from_text
@@ -70,13 +70,11 @@ def package_zip(dest_dir: str) -> str:
     """The kafkasim package this driver runs, zipped for SparkContext.addPyFile, named by its
     content: a session that ships the same code twice ships the same file (Spark refuses a
     second file of one name with other bytes), changed code goes under a new name."""
-    import kafkasim
-
-    root = os.path.dirname(os.path.abspath(kafkasim.__file__))
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))  # kafkasim/harness/.. = kafkasim/
     entries: dict[str, bytes] = {}
     for folder, dirs, files in os.walk(root):
         dirs[:] = sorted(d for d in dirs if d != "__pycache__")
-        arc = os.path.join("kafkasim", os.path.relpath(folder, root))
+        arc = os.path.normpath(os.path.join("kafkasim", os.path.relpath(folder, root)))
         for name in sorted(files):
             with open(os.path.join(folder, name), "rb") as f:
                 entries[os.path.join(arc, name)] = f.read()
@@ -86,6 +84,8 @@ def package_zip(dest_dir: str) -> str:
     for arc, data in sorted(entries.items()):
         digest.update(f"{arc}\0{len(data)}\0".encode() + data)
     path = os.path.join(dest_dir, f"kafkasim-{digest.hexdigest()[:16]}.zip")
+    if os.path.exists(path):
+        return path
     with zipfile.ZipFile(path, "w", zipfile.ZIP_DEFLATED) as z:
         for arc, data in sorted(entries.items()):
             z.writestr(zipfile.ZipInfo(arc, date_time=(1980, 1, 1, 0, 0, 0)), data, zipfile.ZIP_DEFLATED)
@@ -143,6 +143,15 @@ class _Driver:
                 "violations": [f"error: {payload['error']} (traceback in {out_dir}/error.txt)"], "expected": []}
 
 
+def ship_package(sc: Any) -> None:
+    """Send this kafkasim to the session's executors, once per session and code: Spark refuses
+    a file name it has from another path, and serves the file for the session's life, so the
+    zip lives in a directory kept until this process exits."""
+    path = package_zip(process_scratch_dir())
+    if not any(os.path.basename(f) == os.path.basename(path) for f in sc.listFiles):
+        sc.addPyFile(path)
+
+
 def _cause(exc: Exception) -> str:
     """The Python error inside a failed Spark job's message (its last `SomeError: ...` line),
     else the message's first line."""
@@ -174,10 +183,9 @@ def run_on_spark(jobs: list[Job], master: str, on_result: Callable[[Job, dict[st
     spark = start_session(master)
     driver = _Driver(spark.sparkContext, scenarios)
     try:
-        with scratch_dir() as tmp:
-            spark.sparkContext.addPyFile(package_zip(tmp))
-            threads = min(len(jobs), max(MIN_THREADS, 2 * spark.sparkContext.defaultParallelism))
-            run_in_threads(driver.run, jobs, threads, on_result)
+        ship_package(spark.sparkContext)
+        threads = min(len(jobs), max(MIN_THREADS, 2 * spark.sparkContext.defaultParallelism))
+        run_in_threads(driver.run, jobs, threads, on_result)
     except KeyboardInterrupt:
         driver.stopping = True
         owned = False  # no stop(), which waits on running jobs: the command kills the JVM (cli.py)

@@ -47,7 +47,10 @@ def free_port() -> int:
 
 
 def _daemon(args: list[str], log: Path) -> int:
-    env = {**os.environ, "SPARK_LOCAL_IP": "127.0.0.1", "SPARK_NO_DAEMONIZE": "1"}
+    # Without the caller's PYTHONPATH, as on a real cluster: executors import only the kafkasim
+    # the driver ships (a checkout on the path would hide a broken shipment).
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    env.update(SPARK_LOCAL_IP="127.0.0.1", SPARK_NO_DAEMONIZE="1")
     with open(log, "w") as out:
         proc = subprocess.Popen([spark_class(), *args], stdout=out, stderr=subprocess.STDOUT, env=env,
                                 stdin=subprocess.DEVNULL, start_new_session=True)
