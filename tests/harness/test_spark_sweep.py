@@ -13,6 +13,7 @@ import os
 import signal
 import subprocess
 import sys
+import time
 import xml.etree.ElementTree as ET
 from collections.abc import Iterator
 from pathlib import Path
@@ -146,3 +147,67 @@ def test_a_standalone_master_with_one_worker(standalone: str, local_sweep: Path,
     assert done.returncode == 0, done.stdout + done.stderr[-3000:]
     for seed in (1, 2):
         assert run_json(out, "smoke", seed)["trace_hash"] == run_json(local_sweep, "smoke", seed)["trace_hash"]
+
+
+# About a minute of wall time per seed: an interrupt always lands mid-run.
+SLOW = """
+[scenario]
+name = "slow"
+duration_ms = 600000
+[cluster]
+brokers = 1
+[[topics]]
+name = "events"
+partitions = 2
+[workload.producer]
+messages = 200000
+rate_per_s = 2000
+[workload.consumer]
+count = 1
+"""
+
+
+def descendants(pid: int) -> list[int]:
+    out = subprocess.run(["ps", "-o", "pid=", "--ppid", str(pid)], capture_output=True, text=True).stdout
+    kids = [int(x) for x in out.split()]
+    return kids + [d for k in kids for d in descendants(k)]
+
+
+def alive(pid: int) -> bool:
+    stat = Path(f"/proc/{pid}/stat")
+    try:
+        return stat.read_text().rsplit(")", 1)[1].split()[0] != "Z"
+    except (OSError, IndexError):
+        return False
+
+
+def test_ctrl_c_stops_a_spark_sweep_within_2_s(tmp_path: Path) -> None:
+    (tmp_path / "slow.toml").write_text(SLOW)
+    scratch = tmp_path / "tmp"  # the executors' scratch dirs (TMPDIR): where a running seed's trace grows
+    scratch.mkdir()
+    proc = subprocess.Popen([sys.executable, "-m", "kafkasim.cli", "sweep", "slow.toml", "--seeds", "1-2", "--spark",
+                             "--out", "out"], cwd=tmp_path, text=True, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            env={**os.environ, "PYTHONPATH": str(REPO), "TMPDIR": str(scratch)})
+    try:
+        deadline = time.monotonic() + 240
+        while not any(p.stat().st_size > 10_000 for p in scratch.glob("*/run/trace.jsonl")):
+            assert proc.poll() is None and time.monotonic() < deadline, "the sweep never started a run"
+            time.sleep(0.2)
+        started = descendants(proc.pid)
+        assert started, "the Spark JVM and its Python workers"
+        sent = time.monotonic()
+        proc.send_signal(signal.SIGINT)
+        _, err = proc.communicate(timeout=10)
+        took = time.monotonic() - sent
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert proc.returncode == 130, err
+    assert took < 2.0
+    assert "Traceback" not in err and "interrupted" in err
+    assert not list(tmp_path.glob("out/runs/**/run.json"))
+    assert "<testcase" not in (tmp_path / "out" / "junit.xml").read_text()
+    deadline = time.monotonic() + 3
+    while [p for p in started if alive(p)] and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert not [p for p in started if alive(p)], "Spark's JVM or Python workers outlived the sweep"
