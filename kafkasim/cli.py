@@ -336,7 +336,8 @@ def _add_sim_commands(sub: Any) -> None:
     sw = _sub(sub, "sweep", "run scenarios over many seeds in local processes (or on Spark)")
     sw.add_argument("scenarios", help="a scenario file or a directory of them")
     sw.add_argument("--seeds", default="1-20", help="N, A-B or a comma list of those")
-    sw.add_argument("--jobs", type=int, default=2, help="worker processes (1: run in this process)")
+    sw.add_argument("--jobs", type=int, default=2, help="worker processes (1: run in this process; "
+                                                       "with --spark, Spark's cores decide)")
     sw.add_argument("--out", default="reports", help="reports directory (runs go to OUT/runs/...)")
     sw.add_argument("--junit", help="JUnit XML path (default: OUT/junit.xml)")
     sw.add_argument("--spark", action="store_true",

@@ -126,6 +126,17 @@ def test_a_task_that_raises_is_an_error_for_its_seed_only(spark: Any, tmp_path: 
     assert junit_cases(tmp_path / "junit.xml") == [("smoke", "seed-1", []), ("smoke", "seed-2", ["error"])]
 
 
+def test_usage_errors_need_no_spark(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                    capsys: pytest.CaptureFixture[str]) -> None:
+    out = str(tmp_path / "out")
+    assert cli.main(["sweep", SMOKE, "--seeds", "1", "--master", "spark://127.0.0.1:7077", "--out", out]) == 2
+    assert "--master needs --spark" in capsys.readouterr().err
+    monkeypatch.setenv("JAVA_HOME", str(tmp_path / "no-java"))
+    assert cli.main(["sweep", SMOKE, "--seeds", "1", "--spark", "--out", out]) == 2
+    assert "sweep: PySpark needs Java" in capsys.readouterr().err
+    assert not (tmp_path / "out" / "runs").exists()
+
+
 @pytest.fixture
 def standalone(tmp_path: Path) -> Iterator[str]:
     script = [sys.executable, str(REPO / "real" / "spark" / "standalone.py")]
