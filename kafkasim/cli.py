@@ -343,7 +343,7 @@ def _add_sim_commands(sub: Any) -> None:
     sw.add_argument("--spark", action="store_true",
                     help="run each (scenario, seed) as a Spark task instead (needs PySpark and Java)")
     sw.add_argument("--master", help="with --spark: a Spark master URL, e.g. spark://HOST:PORT, yarn, "
-                                     "k8s://https://HOST:PORT (None: local[*], this machine's cores)")
+                                     "k8s://https://HOST:PORT (default: local[*], this machine's cores)")
     sw.set_defaults(fn=_cmd_sweep)
     rp = _sub(sub, "replay", "re-run a recorded run (from its stored scenario text) and verify its trace hash")
     rp.add_argument("run_json", help="the run's run.json")
