@@ -157,17 +157,28 @@ def _cause(exc: Exception) -> str:
     else the message's first line."""
     lines = [line.strip() for line in str(exc).splitlines() if line.strip()]
     found = [line for line in lines if re.match(r"^[\w.]+(Error|Exception|Exit)\b", line)]
-    return (found or lines or [type(exc).__name__])[-1 if found else 0]
+    if found:
+        return found[-1]
+    return lines[0] if lines else type(exc).__name__
+
+
+def on_this_machine(master: str) -> bool:
+    """local[...] or a master on loopback: the driver can listen on 127.0.0.1 only."""
+    if master.startswith("local"):
+        return True
+    host = master.split("://", 1)[-1].split("/", 1)[0].rsplit(":", 1)[0]
+    return master.startswith("spark://") and host in ("127.0.0.1", "localhost")
 
 
 def start_session(master: str) -> Any:
-    """report/job.py's session settings under the sweep's name. PySpark installs its own SIGINT
-    handler; the command's (stop once, exit 130) is put back."""
+    """report/job.py's session settings under the sweep's name; the driver listens on 127.0.0.1
+    unless the master is elsewhere (its executors must reach it). PySpark installs its own
+    SIGINT handler; the command's (stop once, exit 130) is put back."""
     from kafkasim.report.job import start_spark
 
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     previous = signal.getsignal(signal.SIGINT)
-    spark = start_spark(master, APP_NAME)
+    spark = start_spark(master, APP_NAME, loopback=on_this_machine(master))
     if previous is not None:
         signal.signal(signal.SIGINT, previous)
     return spark

@@ -86,10 +86,11 @@ appender.console.layout.pattern = %d{HH:mm:ss} %p %c{1}: %m%n
 """
 
 
-def _quiet_jvm_env() -> Path:
+def _quiet_jvm_env(loopback: bool = True) -> Path:
     # Without this Spark warns that the hostname resolves to loopback and picks
     # another interface; we only ever want loopback for the local driver.
-    os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
+    if loopback:
+        os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
     # Written at runtime (not shipped as package data) so it works however
     # kafkasim is installed; same content every time, so overwriting is safe.
     path = Path(tempfile.gettempdir()) / "kafkasim-report-log4j2.properties"
@@ -97,22 +98,24 @@ def _quiet_jvm_env() -> Path:
     return path
 
 
-def start_spark(master: str, app: str = "kafkasim-report") -> Any:
+def start_spark(master: str, app: str = "kafkasim-report", loopback: bool = True) -> Any:
+    """loopback=False: executors on other hosts must reach the driver (a remote master), so
+    Spark picks the driver's address (SPARK_LOCAL_IP / spark.driver.host if set)."""
     from pyspark.sql import SparkSession
 
-    log4j = _quiet_jvm_env()
-    spark = (
+    log4j = _quiet_jvm_env(loopback)
+    builder = (
         SparkSession.builder.master(master)
         .appName(app)
         .config("spark.ui.enabled", "false")
         .config("spark.ui.showConsoleProgress", "false")  # no [Stage 0:> ...] bars on stderr
         .config("spark.sql.shuffle.partitions", "4")
-        .config("spark.driver.host", "127.0.0.1")
-        .config("spark.driver.bindAddress", "127.0.0.1")
         # Silences the JVM's startup banner/warnings before setLogLevel can run.
         .config("spark.driver.extraJavaOptions", f"-Dlog4j.configurationFile=file:{log4j}")
-        .getOrCreate()
     )
+    if loopback:
+        builder = builder.config("spark.driver.host", "127.0.0.1").config("spark.driver.bindAddress", "127.0.0.1")
+    spark = builder.getOrCreate()
     spark.sparkContext.setLogLevel("ERROR")
     return spark
 

@@ -22,7 +22,7 @@ from typing import Any
 import pytest
 
 from kafkasim import cli
-from kafkasim.harness.spark_sweep import run_on_spark, start_session
+from kafkasim.harness.spark_sweep import on_this_machine, run_on_spark, start_session
 from kafkasim.harness.sweep import Job, write_junit
 
 pytestmark = pytest.mark.spark
@@ -135,6 +135,13 @@ def test_usage_errors_need_no_spark(tmp_path: Path, monkeypatch: pytest.MonkeyPa
     assert cli.main(["sweep", SMOKE, "--seeds", "1", "--spark", "--out", out]) == 2
     assert "sweep: PySpark needs Java" in capsys.readouterr().err
     assert not (tmp_path / "out" / "runs").exists()
+
+
+@pytest.mark.parametrize(("master", "loopback"), [
+    ("local[*]", True), ("spark://127.0.0.1:7077", True), ("spark://localhost:7077", True),
+    ("spark://10.1.2.3:7077", False), ("yarn", False), ("k8s://https://10.1.2.3:6443", False)])
+def test_the_driver_listens_beyond_loopback_only_for_a_remote_master(master: str, loopback: bool) -> None:
+    assert on_this_machine(master) is loopback
 
 
 @pytest.fixture
