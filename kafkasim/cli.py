@@ -2,7 +2,7 @@
 its default).
 
   kafkasim run SCENARIO --seed N [--out DIR]       one simulated run; exit 0 iff its checks hold
-  kafkasim sweep SCENARIO_OR_DIR --seeds A-B --jobs J [--out DIR]
+  kafkasim sweep SCENARIO_OR_DIR --seeds A-B --jobs J [--out DIR] [--spark [--master URL]]
                                                     many runs, progress line, JUnit XML
   kafkasim replay RUN_JSON                          re-run; verify the trace hash bit for bit
   kafkasim shrink RUN_JSON                          minimise a failing run to a new scenario file
@@ -133,8 +133,9 @@ def _cmd_sweep(args: argparse.Namespace) -> int:
     _out_dir(args.out, "--out")
     junit = args.junit or f"{args.out}/junit.xml"
     _out_dir(os.path.dirname(os.path.abspath(junit)), "--junit's directory")
+    master = _spark_master(args)
     try:
-        results = sweep(args.scenarios, seeds, args.jobs, args.out, junit, bugs)
+        results = sweep(args.scenarios, seeds, args.jobs, args.out, junit, bugs, master)
     except ScenarioError as exc:
         raise UsageError(str(exc)) from None
     failing = [r for r in results if r["verdict"] != "pass"]
@@ -144,6 +145,30 @@ def _cmd_sweep(args: argparse.Namespace) -> int:
     for r in failing:
         print(f"  FAIL {r['scenario']} seed {r['seed']}: {', '.join(r['violations'])}  ({r['repro']})")
     return 1 if failing else 0
+
+
+def _spark_master(args: argparse.Namespace) -> str | None:
+    """sweep's Spark master (None: local processes); PySpark and Java checked before any run."""
+    if not args.spark:
+        if args.master:
+            raise UsageError("sweep: --master needs --spark")
+        return None
+    _need_spark("sweep")
+    _quiet_interrupt_logs()
+    return str(args.master or "local[*]")
+
+
+def _need_spark(command: str) -> None:
+    import importlib.util
+
+    if importlib.util.find_spec("pyspark") is None:
+        raise UsageError(f"{command}: PySpark is not installed (pip install -e '.[report]')")
+    from kafkasim.report.prereq import find_java
+
+    if find_java(dict(os.environ)) is None:
+        where = f"JAVA_HOME={os.environ['JAVA_HOME']} has no bin/java" if os.environ.get("JAVA_HOME") \
+            else "no java on PATH"
+        raise UsageError(f"{command}: PySpark needs Java 17 ({where}): {JAVA_FIX}")
 
 
 def _cmd_replay(args: argparse.Namespace) -> int:
@@ -254,13 +279,13 @@ def _quiet_interrupt_logs() -> None:
 
 
 def _cmd_report(args: argparse.Namespace) -> int:
-    import importlib.util
-
     if not os.path.isdir(args.reports_dir):
         raise UsageError(f"report: reports directory {args.reports_dir} does not exist (runs write to "
                          f"reports/ by default: kafkasim run SCENARIO, kafkasim sweep DIR)")
     if args.out:
         _out_dir(args.out, "report: --out")
+    import importlib.util
+
     if importlib.util.find_spec("pyspark") is None:
         raise UsageError("report: PySpark is not installed (pip install -e '.[report]')")
     from kafkasim.report.command import report_command
@@ -298,12 +323,17 @@ def _add_sim_commands(sub: Any) -> None:
     r.add_argument("--seed", type=int, default=1, help="root seed: the run is a function of it")
     r.add_argument("--out", help="report directory (default: reports/runs/<scenario>/seed-<N>)")
     r.set_defaults(fn=_cmd_run)
-    sw = _sub(sub, "sweep", "run scenarios over many seeds in local processes")
+    sw = _sub(sub, "sweep", "run scenarios over many seeds in local processes (or on Spark)")
     sw.add_argument("scenarios", help="a scenario file or a directory of them")
     sw.add_argument("--seeds", default="1-20", help="N, A-B or a comma list of those")
-    sw.add_argument("--jobs", type=int, default=2, help="worker processes (1: run in this process)")
+    sw.add_argument("--jobs", type=int, default=2, help="worker processes (1: run in this process; "
+                                                       "with --spark, Spark's cores decide)")
     sw.add_argument("--out", default="reports", help="reports directory (runs go to OUT/runs/...)")
     sw.add_argument("--junit", help="JUnit XML path (default: OUT/junit.xml)")
+    sw.add_argument("--spark", action="store_true",
+                    help="run each (scenario, seed) as a Spark task instead (needs PySpark and Java)")
+    sw.add_argument("--master", help="with --spark: a Spark master URL, e.g. spark://HOST:PORT, yarn, "
+                                     "k8s://https://HOST:PORT (default: local[*], this machine's cores)")
     sw.set_defaults(fn=_cmd_sweep)
     rp = _sub(sub, "replay", "re-run a recorded run (from its stored scenario text) and verify its trace hash")
     rp.add_argument("run_json", help="the run's run.json")

@@ -54,6 +54,17 @@ def scratch_dir() -> Iterator[str]:
         yield path
 
 
+_PROCESS_DIR: list[tempfile.TemporaryDirectory[str]] = []
+
+
+def process_scratch_dir() -> str:
+    """A temporary directory for as long as this process lives (removed at exit): for files a
+    long-lived service reads back later, e.g. the code a Spark session ships to its executors."""
+    if not _PROCESS_DIR:
+        _PROCESS_DIR.append(tempfile.TemporaryDirectory(prefix="kafkasim-"))  # its finalizer removes it
+    return _PROCESS_DIR[0].name
+
+
 def run_in_processes(fn: Callable[[T], R], items: list[T], jobs: int, on_result: Callable[[T, R], None]) -> None:
     """Run fn over items in `jobs` local worker processes (fn and items must pickle); calls
     on_result(item, result) in this process as each finishes. jobs <= 1 runs in-process."""
@@ -95,6 +106,24 @@ def _start_quiet_resource_tracker() -> None:
         os.dup2(saved, 2)
         os.close(saved)
         os.close(devnull)
+
+
+def run_in_threads(fn: Callable[[T], R], items: list[T], threads: int, on_result: Callable[[T, R], None]) -> None:
+    """Run fn over items in `threads` threads of this process, for work that only waits on another
+    process (a Spark job each: `kafkasim sweep --spark`); calls on_result(item, result) in the
+    calling thread as each finishes. On an interrupt the queued items are dropped and the running
+    ones abandoned (the caller stops what they wait on)."""
+    from concurrent.futures import ThreadPoolExecutor, as_completed
+
+    pool = ThreadPoolExecutor(max_workers=max(1, threads), thread_name_prefix="kafkasim-sweep")
+    try:
+        futures = {pool.submit(fn, item): item for item in items}
+        for fut in as_completed(futures):
+            on_result(futures[fut], fut.result())
+    except BaseException:
+        pool.shutdown(wait=False, cancel_futures=True)
+        raise
+    pool.shutdown()
 
 
 def _worker_ignores_sigint() -> None:

@@ -47,16 +47,22 @@ def scenario_files(path: str) -> list[str]:
 def run_job(job: Job) -> dict[str, Any]:
     scenario = load_scenario(job.scenario_path)
     result = run_scenario(scenario, job.seed, default_out_dir(scenario, job.seed, job.reports_dir), job.seeded_bugs)
-    run = result.run
+    return summarize(job, result.run, result.out_dir)
+
+
+def summarize(job: Job, run: dict[str, Any], out_dir: str) -> dict[str, Any]:
+    """A finished run as the sweep counts it (the progress line, JUnit, the FAIL lines)."""
     return {"scenario": run["scenario"], "path": job.scenario_path, "seed": job.seed, "verdict": run["verdict"],
-            "repro": repro_command(run), "replay": replay_command(os.path.join(result.out_dir, "run.json")),
-            "trace_hash": run["trace_hash"], "out_dir": result.out_dir, "wall_s": run["stats"]["wall_time_s"],
+            "repro": repro_command(run), "replay": replay_command(os.path.join(out_dir, "run.json")),
+            "trace_hash": run["trace_hash"], "out_dir": out_dir, "wall_s": run["stats"]["wall_time_s"],
             "violations": [c["name"] for c in run["checks"] if not c["ok"] and not c["expected"]],
             "expected": [c["name"] for c in run["checks"] if not c["ok"] and c["expected"]]}
 
 
 def sweep(path: str, seeds: list[int], jobs: int, reports_dir: str, junit: str | None,
-          seeded_bugs: Iterable[str] = ()) -> list[dict[str, Any]]:
+          seeded_bugs: Iterable[str] = (), spark_master: str | None = None) -> list[dict[str, Any]]:
+    """spark_master: run each (scenario, seed) as a Spark task there (harness/spark_sweep.py)
+    instead of in `jobs` local processes."""
     files = scenario_files(path)
     for f in files:
         load_scenario(f)  # fail fast, naming file and key, before any worker starts
@@ -71,7 +77,12 @@ def sweep(path: str, seeds: list[int], jobs: int, reports_dir: str, junit: str |
         progress.show(sweep_text(len(results), len(work), failed, progress.elapsed()), force=len(results) == len(work))
 
     try:
-        run_in_processes(run_job, work, jobs, done)
+        if spark_master is not None:
+            from kafkasim.harness.spark_sweep import run_on_spark
+
+            run_on_spark(work, spark_master, done)
+        else:
+            run_in_processes(run_job, work, jobs, done)
     finally:  # interrupted too: the finished runs keep their JUnit cases
         progress.close()
         results.sort(key=lambda r: (r["scenario"], r["seed"]))
@@ -86,12 +97,18 @@ def write_junit(path: str, results: list[dict[str, Any]]) -> None:
         by_scenario.setdefault(r["scenario"], []).append(r)
     lines = ['<?xml version="1.0" encoding="UTF-8"?>', "<testsuites>"]
     for name, runs in by_scenario.items():
-        fails = sum(1 for r in runs if r["verdict"] != "pass")
-        lines.append(f"  <testsuite name={quoteattr(name)} tests=\"{len(runs)}\" failures=\"{fails}\">")
+        errors = sum(1 for r in runs if r["verdict"] == "error")
+        fails = sum(1 for r in runs if r["verdict"] != "pass") - errors
+        lines.append(f"  <testsuite name={quoteattr(name)} tests=\"{len(runs)}\" failures=\"{fails}\""
+                     f" errors=\"{errors}\">")
         for r in runs:
             case = f"    <testcase classname={quoteattr(name)} name=\"seed-{r['seed']}\" time=\"{r['wall_s']}\""
             if r["verdict"] == "pass":
                 lines.append(case + "/>")
+                continue
+            if r["verdict"] == "error":  # the task raised: no verdict, its traceback instead
+                lines += [case + ">", f"      <error message={quoteattr(r['error'])}>{escape(r['traceback'])}"
+                          f"\nreproduce: {escape(r['repro'])}</error>", "    </testcase>"]
                 continue
             msg = "violations: " + ", ".join(r["violations"])
             lines += [case + ">", f"      <failure message={quoteattr(msg)}>{escape(r['repro'])}"

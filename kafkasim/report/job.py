@@ -99,10 +99,11 @@ appender.console.layout.pattern = %d{HH:mm:ss} %p %c{1}: %m%n
 """
 
 
-def _quiet_jvm_env() -> Path:
+def _quiet_jvm_env(loopback: bool = True) -> Path:
     # Without this Spark warns that the hostname resolves to loopback and picks
     # another interface; we only ever want loopback for the local driver.
-    os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
+    if loopback:
+        os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
     # Written at runtime (not shipped as package data) so it works however
     # kafkasim is installed; same content every time, so overwriting is safe.
     path = Path(tempfile.gettempdir()) / "kafkasim-report-log4j2.properties"
@@ -121,17 +122,19 @@ _SPARK_CONF = {
     "spark.default.parallelism": "2",
     "spark.sql.adaptive.enabled": "false",
     "spark.sql.codegen.wholeStage": "false",
-    "spark.driver.host": "127.0.0.1",
-    "spark.driver.bindAddress": "127.0.0.1",
 }
+_LOOPBACK_CONF = {"spark.driver.host": "127.0.0.1", "spark.driver.bindAddress": "127.0.0.1"}
 
 
-def start_spark(master: str, progress: Progress = _silent) -> Any:
+def start_spark(master: str, progress: Progress = _silent, app: str = "kafkasim-report",
+                loopback: bool = True) -> Any:
+    """loopback=False: executors on other hosts must reach the driver (a remote master), so
+    Spark picks the driver's address (SPARK_LOCAL_IP / spark.driver.host if set)."""
     from pyspark.sql import SparkSession
 
-    log4j = _quiet_jvm_env()
-    builder = SparkSession.builder.master(master).appName("kafkasim-report")
-    for key, value in _SPARK_CONF.items():
+    log4j = _quiet_jvm_env(loopback)
+    builder = SparkSession.builder.master(master).appName(app)
+    for key, value in {**_SPARK_CONF, **(_LOOPBACK_CONF if loopback else {})}.items():
         builder = builder.config(key, value)
     # The log4j file silences the JVM's startup banner/warnings before setLogLevel can run.
     import pyspark
