@@ -1,1 +1,2 @@
-"""The transaction coordinator (ZooKeeper mode): TransactionCoordinator, TransactionStateManager, TransactionMarkerChannelManager and the __transaction_state record formats."""
+"""The transaction coordinator (ZooKeeper mode): TransactionCoordinator, TransactionStateManager,
+TransactionMarkerChannelManager and the __transaction_state record formats."""
