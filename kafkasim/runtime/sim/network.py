@@ -56,18 +56,18 @@ class _Direction:
         self.queue.append((at, kind, data))
         if not self.pumping:
             self.pumping = True
-            net.kernel.env.timeout(at - net.kernel.now()).callbacks.append(self._pump)
+            net.kernel.schedule(at - net.kernel.now(), self._pump)
 
     def _pump(self, _ev: Any) -> None:
         net, now = self.net, self.net.kernel.now()
         if not net.path_up(self.src.local[0], self.dst.local[0]):
-            net.kernel.env.timeout(RETRANSMIT_MS).callbacks.append(self._pump)
+            net.kernel.schedule(RETRANSMIT_MS, self._pump)
             return
         while self.queue and self.queue[0][0] <= now:
             _, kind, data = self.queue.popleft()
             self.dst._receive(kind, data)
         if self.queue:
-            net.kernel.env.timeout(self.queue[0][0] - now).callbacks.append(self._pump)
+            net.kernel.schedule(self.queue[0][0] - now, self._pump)
         else:
             self.pumping = False
 
