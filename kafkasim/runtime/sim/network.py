@@ -51,21 +51,31 @@ class _Direction:
 
     def send(self, kind: int, data: bytes = b"") -> None:
         net = self.net
-        at = max(net.kernel.now() + net.delay(self.src.local[0], self.dst.local[0]), self.last_at)
+        now = net.kernel._now
+        at = now + net.delay(self.src.local[0], self.dst.local[0])
+        if at < self.last_at:
+            at = self.last_at
         self.last_at = at
         self.queue.append((at, kind, data))
         if not self.pumping:
             self.pumping = True
-            net.kernel.schedule(at - net.kernel.now(), self._pump)
+            net.kernel.schedule(at - now, self._pump)
 
     def _pump(self, _ev: Any) -> None:
         net, now = self.net, self.net.kernel.now()
         if not net.path_up(self.src.local[0], self.dst.local[0]):
             net.kernel.schedule(RETRANSMIT_MS, self._pump)
             return
+        delivered = False
         while self.queue and self.queue[0][0] <= now:
             _, kind, data = self.queue.popleft()
-            self.dst._receive(kind, data)
+            delivered = self.dst._receive(kind, data) or delivered
+        if delivered:
+            # This runs as a queue entry of its own: the reader resumes here rather than in one
+            # more entry at the same instant (after the loop, so it never sees a half-drained queue).
+            w, self.dst._waiter = self.dst._waiter, None
+            if w is not None:
+                w._resolve_now(None)
         if self.queue:
             net.kernel.schedule(self.queue[0][0] - now, self._pump)
         else:
@@ -85,9 +95,10 @@ class SimStream(Stream):
         self._out: _Direction | None = None
 
     # -- receiving side (called by the peer's direction pump)
-    def _receive(self, kind: int, data: bytes) -> None:
+    def _receive(self, kind: int, data: bytes) -> bool:
+        """Take a segment; True if a reader should be woken."""
         if self._reset or not self.owner.alive:
-            return
+            return False
         if kind == _DATA:
             if not self._eof:
                 self._buf += data
@@ -96,7 +107,7 @@ class SimStream(Stream):
         else:
             self._reset = True
             self._buf.clear()
-        self._wake()
+        return True
 
     def _wake(self) -> None:
         w, self._waiter = self._waiter, None
@@ -125,6 +136,13 @@ class SimStream(Stream):
         return out
 
     async def read_frame(self, max_bytes: int) -> bytes:
+        buf = self._buf
+        if len(buf) >= 4 and self.owner.alive:  # the usual case: a whole frame arrived as one write
+            size = int.from_bytes(buf[:4], "big", signed=True)
+            if 0 <= size <= max_bytes and len(buf) >= 4 + size:
+                out = bytes(buf[4:4 + size])
+                del buf[:4 + size]
+                return out
         head = await self.read_exactly(4)
         size = int.from_bytes(head, "big", signed=True)
         if size < 0 or size > max_bytes:

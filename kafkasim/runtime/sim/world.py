@@ -49,8 +49,11 @@ class Trace:
         self._out = out
         self.count = 0
 
+    # One encoder for every line: json.dumps with options builds a new JSONEncoder per call.
+    _encode = json.JSONEncoder(sort_keys=True, separators=(",", ":")).encode
+
     def emit(self, record: dict[str, Any]) -> None:
-        line = json.dumps(record, sort_keys=True, separators=(",", ":")) + "\n"
+        line = self._encode(record) + "\n"
         self._hash.update(line.encode())
         self.count += 1
         if self._out is not None:
