@@ -122,32 +122,40 @@ class SimStream(Stream):
     async def read_exactly(self, n: int) -> bytes:
         self._check_alive()
         while len(self._buf) < n:
-            if self._reset:
-                raise ConnectionReset(f"{self.peer} reset the connection")
-            if self._closed:
-                raise ConnectionClosed("stream closed locally")
-            if self._eof:
-                raise ConnectionClosed(f"{self.peer} closed the connection")
-            self._waiter = self.net.kernel.future()
-            await self._waiter
-            self._check_alive()
+            await self._more()
         out = bytes(self._buf[:n])
         del self._buf[:n]
         return out
 
+    async def _more(self) -> None:
+        """Wait for the next delivery (or raise if none can come)."""
+        if self._reset:
+            raise ConnectionReset(f"{self.peer} reset the connection")
+        if self._closed:
+            raise ConnectionClosed("stream closed locally")
+        if self._eof:
+            raise ConnectionClosed(f"{self.peer} closed the connection")
+        self._waiter = self.net.kernel.future()
+        await self._waiter
+        self._check_alive()
+
     async def read_frame(self, max_bytes: int) -> bytes:
+        # The same as read_exactly(4) then read_exactly(size), in one pass over the buffer: a
+        # frame usually arrives whole, as the one write that sent it.
+        self._check_alive()
         buf = self._buf
-        if len(buf) >= 4 and self.owner.alive:  # the usual case: a whole frame arrived as one write
-            size = int.from_bytes(buf[:4], "big", signed=True)
-            if 0 <= size <= max_bytes and len(buf) >= 4 + size:
-                out = bytes(buf[4:4 + size])
-                del buf[:4 + size]
-                return out
-        head = await self.read_exactly(4)
-        size = int.from_bytes(head, "big", signed=True)
+        while len(buf) < 4:
+            await self._more()
+        size = int.from_bytes(buf[:4], "big", signed=True)
         if size < 0 or size > max_bytes:
+            del buf[:4]
             raise FrameTooLarge(f"frame of {size} bytes (limit {max_bytes})")
-        return await self.read_exactly(size)
+        end = 4 + size
+        while len(buf) < end:
+            await self._more()
+        out = bytes(buf[4:end])
+        del buf[:end]
+        return out
 
     async def write(self, data: bytes | bytearray | memoryview) -> None:
         self._check_alive()
