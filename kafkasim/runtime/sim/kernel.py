@@ -326,10 +326,12 @@ class SimKernel:
             self.schedule(0.0, _run_held, fn)
 
     async def wait_first(self, items: Iterable[Future[Any] | Task], timeout_ms: float | None) -> int | None:
-        futures = [_future_of(it) for it in items]
-        for i, f in enumerate(futures):
+        futures: list[SimFuture] = []
+        for it in items:
+            f = it if type(it) is SimFuture else _future_of(it)
             if f._state != _PENDING:
-                return i
+                return len(futures)
+            futures.append(f)
         woke = SimFuture(self)
 
         # Both run as queue entries (a future's callbacks, a timer): the waiter resumes in the
