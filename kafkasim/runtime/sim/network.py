@@ -41,31 +41,22 @@ _DATA, _FIN, _RST = 0, 1, 2
 class _Direction:
     """Segments in flight from one end to the other."""
 
-    __slots__ = ("net", "src", "dst", "queue", "last_at", "pumping", "open_at")
+    __slots__ = ("net", "src", "dst", "queue", "last_at", "pumping")
 
     def __init__(self, net: SimNetwork, src: SimStream, dst: SimStream) -> None:
         self.net, self.src, self.dst = net, src, dst
-        self.queue: deque[tuple[float, int, bytearray]] = deque()
+        self.queue: deque[tuple[float, int, bytes]] = deque()
         self.last_at = 0.0
         self.pumping = False
-        # The instant the last queued data segment was sent, while it can still take more: writes
-        # made at one instant (a response's header, then its file regions) leave as one segment,
-        # as TCP would put them in one packet, so the peer gets them in one delivery.
-        self.open_at = -1.0
 
-    def send(self, kind: int, data: bytes | bytearray | memoryview = b"") -> None:
+    def send(self, kind: int, data: bytes = b"") -> None:
         net = self.net
         now = net.kernel._now
-        queue = self.queue
-        if kind == _DATA and self.open_at == now and queue:
-            queue[-1][2].extend(data)
-            return
         at = now + net.delay(self.src.local[0], self.dst.local[0])
         if at < self.last_at:
             at = self.last_at
         self.last_at = at
-        queue.append((at, kind, bytearray(data)))
-        self.open_at = now if kind == _DATA else -1.0
+        self.queue.append((at, kind, data))
         if not self.pumping:
             self.pumping = True
             net.kernel.schedule(at - now, self._pump)
@@ -78,8 +69,6 @@ class _Direction:
         delivered = False
         while self.queue and self.queue[0][0] <= now:
             _, kind, data = self.queue.popleft()
-            if not self.queue:
-                self.open_at = -1.0  # the open segment left: later writes start a new one
             delivered = self.dst._receive(kind, data) or delivered
         if delivered:
             # This runs as a queue entry of its own: the reader resumes here rather than in one
@@ -106,7 +95,7 @@ class SimStream(Stream):
         self._out: _Direction | None = None
 
     # -- receiving side (called by the peer's direction pump)
-    def _receive(self, kind: int, data: bytearray) -> bool:
+    def _receive(self, kind: int, data: bytes) -> bool:
         """Take a segment; True if a reader should be woken."""
         if self._reset or not self.owner.alive:
             return False
@@ -174,7 +163,7 @@ class SimStream(Stream):
             raise ConnectionReset(f"{self.peer} reset the connection")
         if self._closed or self._out is None:
             raise ConnectionClosed("write on a closed stream")
-        self._out.send(_DATA, data)
+        self._out.send(_DATA, bytes(data))
 
     def close(self) -> None:
         if self._closed:
