@@ -1,9 +1,10 @@
 """The seam: the only interface broker, storage, client and harness code uses for time, tasks,
 network, files, coordination and randomness.
 
-Two implementations exist: `kafkasim.runtime.sim` (simpy-driven, deterministic, fault-injecting)
-and `kafkasim.runtime.real` (asyncio, OS sockets and files, kazoo). Code above the seam is written
-once as `async def` coroutines against the classes below and never learns which world it is in.
+Two implementations exist: `kafkasim.runtime.sim` (a virtual clock over a heap of timed
+callbacks, deterministic, fault-injecting) and `kafkasim.runtime.real` (asyncio, OS sockets and
+files, kazoo). Code above the seam is written once as `async def` coroutines against the
+classes below and never learns which world it is in.
 
 A `NodeRuntime` belongs to one node (a broker process, a client process). Every task it spawns,
 every connection and open file it holds belongs to that node: a crash kills them all at once and

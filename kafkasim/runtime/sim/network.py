@@ -51,23 +51,33 @@ class _Direction:
 
     def send(self, kind: int, data: bytes = b"") -> None:
         net = self.net
-        at = max(net.kernel.now() + net.delay(self.src.local[0], self.dst.local[0]), self.last_at)
+        now = net.kernel._now
+        at = now + net.delay(self.src.local[0], self.dst.local[0])
+        if at < self.last_at:
+            at = self.last_at
         self.last_at = at
         self.queue.append((at, kind, data))
         if not self.pumping:
             self.pumping = True
-            net.kernel.env.timeout(at - net.kernel.now()).callbacks.append(self._pump)
+            net.kernel.schedule(at - now, self._pump)
 
     def _pump(self, _ev: Any) -> None:
         net, now = self.net, self.net.kernel.now()
         if not net.path_up(self.src.local[0], self.dst.local[0]):
-            net.kernel.env.timeout(RETRANSMIT_MS).callbacks.append(self._pump)
+            net.kernel.schedule(RETRANSMIT_MS, self._pump)
             return
+        delivered = False
         while self.queue and self.queue[0][0] <= now:
             _, kind, data = self.queue.popleft()
-            self.dst._receive(kind, data)
+            delivered = self.dst._receive(kind, data) or delivered
+        if delivered:
+            # This runs as a queue entry of its own: the reader resumes here rather than in one
+            # more entry at the same instant (after the loop, so it never sees a half-drained queue).
+            w, self.dst._waiter = self.dst._waiter, None
+            if w is not None:
+                w._resolve_now(None)
         if self.queue:
-            net.kernel.env.timeout(self.queue[0][0] - now).callbacks.append(self._pump)
+            net.kernel.schedule(self.queue[0][0] - now, self._pump)
         else:
             self.pumping = False
 
@@ -85,9 +95,10 @@ class SimStream(Stream):
         self._out: _Direction | None = None
 
     # -- receiving side (called by the peer's direction pump)
-    def _receive(self, kind: int, data: bytes) -> None:
+    def _receive(self, kind: int, data: bytes) -> bool:
+        """Take a segment; True if a reader should be woken."""
         if self._reset or not self.owner.alive:
-            return
+            return False
         if kind == _DATA:
             if not self._eof:
                 self._buf += data
@@ -96,7 +107,7 @@ class SimStream(Stream):
         else:
             self._reset = True
             self._buf.clear()
-        self._wake()
+        return True
 
     def _wake(self) -> None:
         w, self._waiter = self._waiter, None
@@ -111,25 +122,40 @@ class SimStream(Stream):
     async def read_exactly(self, n: int) -> bytes:
         self._check_alive()
         while len(self._buf) < n:
-            if self._reset:
-                raise ConnectionReset(f"{self.peer} reset the connection")
-            if self._closed:
-                raise ConnectionClosed("stream closed locally")
-            if self._eof:
-                raise ConnectionClosed(f"{self.peer} closed the connection")
-            self._waiter = self.net.kernel.future()
-            await self._waiter
-            self._check_alive()
+            await self._more()
         out = bytes(self._buf[:n])
         del self._buf[:n]
         return out
 
+    async def _more(self) -> None:
+        """Wait for the next delivery (or raise if none can come)."""
+        if self._reset:
+            raise ConnectionReset(f"{self.peer} reset the connection")
+        if self._closed:
+            raise ConnectionClosed("stream closed locally")
+        if self._eof:
+            raise ConnectionClosed(f"{self.peer} closed the connection")
+        self._waiter = self.net.kernel.future()
+        await self._waiter
+        self._check_alive()
+
     async def read_frame(self, max_bytes: int) -> bytes:
-        head = await self.read_exactly(4)
-        size = int.from_bytes(head, "big", signed=True)
+        # The same as read_exactly(4) then read_exactly(size), in one pass over the buffer: a
+        # frame usually arrives whole, as the one write that sent it.
+        self._check_alive()
+        buf = self._buf
+        while len(buf) < 4:
+            await self._more()
+        size = int.from_bytes(buf[:4], "big", signed=True)
         if size < 0 or size > max_bytes:
+            del buf[:4]
             raise FrameTooLarge(f"frame of {size} bytes (limit {max_bytes})")
-        return await self.read_exactly(size)
+        end = 4 + size
+        while len(buf) < end:
+            await self._more()
+        out = bytes(buf[4:end])
+        del buf[:end]
+        return out
 
     async def write(self, data: bytes | bytearray | memoryview) -> None:
         self._check_alive()

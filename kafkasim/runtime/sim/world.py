@@ -49,8 +49,11 @@ class Trace:
         self._out = out
         self.count = 0
 
+    # One encoder for every line: json.dumps with options builds a new JSONEncoder per call.
+    _encode = json.JSONEncoder(sort_keys=True, separators=(",", ":")).encode
+
     def emit(self, record: dict[str, Any]) -> None:
-        line = json.dumps(record, sort_keys=True, separators=(",", ":")) + "\n"
+        line = self._encode(record) + "\n"
         self._hash.update(line.encode())
         self.count += 1
         if self._out is not None:
@@ -78,6 +81,7 @@ class SimNet(Network):
 class SimNodeRuntime(NodeRuntime):
     def __init__(self, world: SimWorld, node: SimNode, owner: Owner) -> None:
         self._w, self._owner = world, owner
+        self._kernel = world.kernel
         self.node = self.host = node.name
         self.net = SimNet(world, owner, node.name)
         self.fs: FileSystem = SimFileSystem(node.disk, owner)
@@ -89,29 +93,29 @@ class SimNodeRuntime(NodeRuntime):
             raise NodeDead(self._owner.name)
 
     def now_ms(self) -> int:
-        return SIM_EPOCH_MS + int(self._w.kernel.now())
+        return SIM_EPOCH_MS + int(self._kernel._now)
 
     def monotonic_ms(self) -> float:
-        return self._w.kernel.now()
+        return self._kernel._now
 
     async def sleep(self, ms: float) -> None:
         self._check()
-        await self._w.kernel.sleep(ms)
+        await self._kernel.sleep(ms)
         self._check()
 
     def call_later(self, ms: float, fn: Callable[[], None]) -> Timer:
         self._check()
-        return self._w.kernel.call_later(self._owner, ms, fn)
+        return self._kernel.call_later(self._owner, ms, fn)
 
     def future(self) -> Future[Any]:
-        return self._w.kernel.future()
+        return self._kernel.future()
 
     def spawn(self, coro: Coroutine[Any, Any, T], name: str = "") -> Task:
-        return self._w.kernel.spawn(self._owner, coro, name)
+        return self._kernel.spawn(self._owner, coro, name)
 
     async def wait_first(self, futures: Iterable[Future[Any] | Task], timeout_ms: float | None) -> int | None:
         self._check()
-        idx = await self._w.kernel.wait_first(futures, timeout_ms)
+        idx = await self._kernel.wait_first(futures, timeout_ms)
         self._check()
         return idx
 

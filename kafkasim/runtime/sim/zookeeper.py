@@ -47,7 +47,7 @@ class SimZooKeeperServer:
         for sid in sorted(self.last_heard):
             if now - self.last_heard[sid] > self.timeouts[sid]:
                 self.expire(sid)
-        self.kernel.env.timeout(100.0).callbacks.append(lambda _e: self._tick())
+        self.kernel.schedule(100.0, lambda _e: self._tick())
 
     def expire(self, sid: int) -> None:
         if sid in self.expired or sid not in self.last_heard:
@@ -163,11 +163,11 @@ class SimZkClient(ZkClient):
             if self._closed or not self.owner.alive:
                 return
             if not self._path_up():
-                kernel.env.timeout(100.0).callbacks.append(attempt)
+                kernel.schedule(100.0, attempt)
                 return
             self._call(watcher, event)
 
-        kernel.env.timeout(net.delay(self.server.host, self.host)).callbacks.append(attempt)
+        kernel.schedule(net.delay(self.server.host, self.host), attempt)
 
     # -- ZkClient API
     async def create(self, path: str, data: bytes = b"", *, ephemeral: bool = False,
