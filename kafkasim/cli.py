@@ -274,8 +274,19 @@ def _quiet_interrupt_logs() -> None:
 
     handler = logging.StreamHandler(sys.stderr)
     handler.setLevel(logging.ERROR)
-    handler.addFilter(lambda rec: not (rec.exc_info and isinstance(rec.exc_info[1], KeyboardInterrupt)))
+    handler.addFilter(lambda rec: not (rec.exc_info and _from_interrupt(rec.exc_info[1])))
     logging.getLogger().addHandler(handler)
+
+
+def _from_interrupt(exc: BaseException | None) -> bool:
+    """Ctrl-C inside a JVM call, or py4j's next call failing on the socket the interrupted one
+    left half-read ("reentrant call inside <_io.BufferedReader>"), anywhere in the chain."""
+    seen = 0
+    while exc is not None and seen < 10:
+        if isinstance(exc, KeyboardInterrupt) or (isinstance(exc, RuntimeError) and "reentrant call" in str(exc)):
+            return True
+        exc, seen = exc.__cause__ or exc.__context__, seen + 1
+    return False
 
 
 def _cmd_report(args: argparse.Namespace) -> int:

@@ -581,8 +581,10 @@ def txn_scenarios() -> dict[str, dict[str, Callable[[int], Optional[list[Step]]]
                                            Step(lambda c: produce_req(c.topic(0), build_batch(
                                                [Record(T0, b"k", b"v")], producer_id=pid(c)[0], producer_epoch=pid(c)[1],
                                                base_sequence=0, is_transactional=True)), version=8, check=False),
-                                           Step(lambda c: end(c, True)),
-                                           Step(lambda c: list_offsets_req(c, -1), version=2)],
+                                           Step(lambda c: end(c, True))],
+            # (No read-back here: EndTxn answers once PrepareCommit is written and the markers go
+            # out after it, so what a ListOffsets right after sees races on both sides — Kafka's
+            # own answer varied 0/1 between runs.)
             "abort_empty": lambda v: begun() + [Step(lambda c: end(c, False))],
             "fenced_epoch": lambda v: begun() + [Step(lambda c: end(c, True, epoch_bump=-1))],
             "unknown_txn": lambda v: [txn_ready(), Step(lambda c: req("EndTxn", transactional_id=tid(c), producer_id=77,
