@@ -246,7 +246,7 @@ class ControllerApis:
             raw = await _ask(controller.elect_leaders(tps, preferred))
             if raw is None:  # Kafka's preemptReplicaLeaderElection: NOT_CONTROLLER for each
                 raw = {tp: (E.NOT_CONTROLLER, "") for tp in tps}
-            results = {tp: (code, msg or None) for tp, (code, msg) in raw.items()}
+            results = {tp: (code, msg or _election_message(code)) for tp, (code, msg) in raw.items()}
             if req.topic_partitions is None:  # all partitions: those that needed nothing are not listed
                 results = {tp: r for tp, r in results.items() if r[0] != E.ELECTION_NOT_NEEDED}
         by_topic: dict[str, list[Any]] = {}
@@ -274,7 +274,7 @@ class ControllerApis:
         for (t, p), code in sorted(results.items()):
             by_topic.setdefault(t, []).append(R.ReassignablePartitionResponse(
                 partition_index=p, error_code=code, error_message=None if code == E.NONE else E.ERRORS[code].message))
-        return AlterPartitionReassignmentsResponse(throttle_time_ms=0, error_code=E.NONE, error_message=None,
+        return AlterPartitionReassignmentsResponse(throttle_time_ms=0, error_code=E.NONE, error_message="",
                                                    responses=[R(name=t, partitions=ps) for t, ps in by_topic.items()])
 
     async def list_partition_reassignments(self, header: RequestHeader,
@@ -296,8 +296,18 @@ class ControllerApis:
             by_topic.setdefault(t, []).append(T.OngoingPartitionReassignment(
                 partition_index=p, replicas=list(a.replicas), adding_replicas=list(a.adding_replicas),
                 removing_replicas=list(a.removing_replicas)))
-        return ListPartitionReassignmentsResponse(throttle_time_ms=0, error_code=E.NONE, error_message=None,
+        return ListPartitionReassignmentsResponse(throttle_time_ms=0, error_code=E.NONE, error_message="",
                                                   topics=[T(name=t, partitions=ps) for t, ps in by_topic.items()])
+
+
+def _election_message(code: int) -> str | None:
+    """An ElectLeaders partition result's message: none on success, else ApiError's text (Kafka's
+    own for ELECTION_NOT_NEEDED)."""
+    if code == E.NONE:
+        return None
+    if code == E.ELECTION_NOT_NEEDED:
+        return "Leader election not needed for topic partition."
+    return E.ERRORS[code].message
 
 
 # ==================================================================== request shapes by version

@@ -219,7 +219,7 @@ class TransactionApis:
             except TopicError as exc:
                 error = (exc.error_code, str(exc))
             if error is None and self.metadata_cache.topic(t.name) is None:
-                error = (E.UNKNOWN_TOPIC_OR_PARTITION, None)
+                error = (E.UNKNOWN_TOPIC_OR_PARTITION, E.ERRORS[E.UNKNOWN_TOPIC_OR_PARTITION].message)
             parts = [PR(partition_index=i, error_code=error[0], error_message=error[1]) if error is not None
                      else self._active_producer_state(t.name, i) for i in t.partition_indexes]
             topics.append(TR(name=t.name, partitions=parts))
