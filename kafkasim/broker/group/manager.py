@@ -50,6 +50,7 @@ from kafkasim.broker.group.metadata import (
 from kafkasim.broker.metadata_cache import MetadataCache
 from kafkasim.broker.purgatory import TopicPartitionOperationKey
 from kafkasim.broker.replica_manager import ReplicaManager
+from kafkasim.broker.zk.java_compat import java_string_hash_code, kafka_utils_abs
 from kafkasim.protocol import errors as E
 from kafkasim.protocol.messages.consumer_offsets import (
     GroupMetadataKey,
@@ -80,20 +81,6 @@ _INT16 = struct.Struct(">h")
 
 
 # ---------------------------------------------------------------- hashing
-def java_string_hash_code(s: str) -> int:
-    """Java's String.hashCode: s[0]*31^(n-1) + ... over UTF-16 code units, as a signed int32."""
-    data = s.encode("utf-16-be", "surrogatepass")
-    h = 0
-    for i in range(0, len(data), 2):
-        h = (31 * h + ((data[i] << 8) | data[i + 1])) & 0xFFFFFFFF
-    return h - (1 << 32) if h >= 1 << 31 else h
-
-
-def kafka_utils_abs(n: int) -> int:
-    """Kafka's Utils.abs: Math.abs, except Integer.MIN_VALUE maps to 0 (not to itself)."""
-    return 0 if n == -(1 << 31) else abs(n)
-
-
 def partition_for_group(group_id: str, partitions: int) -> int:
     return kafka_utils_abs(java_string_hash_code(group_id)) % partitions
 

@@ -15,6 +15,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from kafkasim.broker.group.metadata import TopicPartition
+from kafkasim.broker.zk.java_compat import java_string_hash
 from kafkasim.protocol import errors as E
 from kafkasim.protocol.messages.offset_commit import OffsetCommitRequest, OffsetCommitResponse
 from kafkasim.protocol.messages.offset_fetch import OffsetFetchRequest, OffsetFetchResponse
@@ -28,13 +29,6 @@ if TYPE_CHECKING:
 _Item = TypeVar("_Item")
 
 
-def _java_string_hash(s: str) -> int:
-    h = 0
-    for unit in s.encode("utf-16-be").hex(" ", 2).split():   # UTF-16 code units, as Java's chars
-        h = (31 * h + int(unit, 16)) & 0xFFFFFFFF
-    return h
-
-
 def java_hash_map_order(items: list[_Item], key: Callable[[_Item], str]) -> list[_Item]:
     """The iteration order of a java.util.HashMap<String, _> filled with `items` in order: by
     bucket (spread hash & (capacity - 1); capacity 16, doubled past 3/4 full), then insertion."""
@@ -43,7 +37,7 @@ def java_hash_map_order(items: list[_Item], key: Callable[[_Item], str]) -> list
         capacity *= 2
 
     def bucket(item: _Item) -> int:
-        h = _java_string_hash(key(item))
+        h = java_string_hash(key(item))
         return (h ^ (h >> 16)) & (capacity - 1)
     return sorted(items, key=bucket)   # sorted() is stable: insertion order within a bucket
 

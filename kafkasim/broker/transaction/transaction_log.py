@@ -32,6 +32,7 @@ from kafkasim.broker.transaction.metadata import (
     TransactionState,
     TxnTransitMetadata,
 )
+from kafkasim.broker.zk.java_compat import java_string_hash_code, kafka_utils_abs
 from kafkasim.protocol.messages.transaction_log import TransactionLogKey, TransactionLogValue
 
 TRANSACTION_STATE_TOPIC_NAME = "__transaction_state"
@@ -40,20 +41,9 @@ VALUE_VERSION = 0    # non-flexible: transaction.version 0
 _INT16 = struct.Struct(">h")
 
 
-def java_string_hash_code(s: str) -> int:
-    """Java's String.hashCode: s[0]*31^(n-1) + ... over UTF-16 code units, as a signed int32.
-    (The group coordinator has the same function; it sits a layer above this package.)"""
-    data = s.encode("utf-16-be", "surrogatepass")
-    h = 0
-    for i in range(0, len(data), 2):
-        h = (31 * h + ((data[i] << 8) | data[i + 1])) & 0xFFFFFFFF
-    return h - (1 << 32) if h >= 1 << 31 else h
-
-
 def partition_for(transactional_id: str, partitions: int) -> int:
     """Utils.abs(transactionalId.hashCode) % partitions (Utils.abs maps Integer.MIN_VALUE to 0)."""
-    h = java_string_hash_code(transactional_id)
-    return (0 if h == -(1 << 31) else abs(h)) % partitions
+    return kafka_utils_abs(java_string_hash_code(transactional_id)) % partitions
 
 
 def key_to_bytes(transactional_id: str) -> bytes:

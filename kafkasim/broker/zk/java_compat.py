@@ -23,12 +23,24 @@ T = TypeVar("T")
 
 
 def java_string_hash(s: str) -> int:
-    """String.hashCode as an unsigned 32-bit value (UTF-16 code units)."""
+    """String.hashCode as an unsigned 32-bit value: s[0]*31^(n-1) + ... over UTF-16 code units
+    (a surrogate pair is two units). The one copy: the group and transaction coordinators'
+    partitioning and the HashMap orders here all use it."""
     h = 0
-    data = s.encode("utf-16-be")
+    data = s.encode("utf-16-be", "surrogatepass")
     for i in range(0, len(data), 2):
         h = (31 * h + (data[i] << 8 | data[i + 1])) & 0xFFFFFFFF
     return h
+
+
+def java_string_hash_code(s: str) -> int:
+    """String.hashCode as Java returns it: a signed int32."""
+    return _int32(java_string_hash(s))
+
+
+def kafka_utils_abs(n: int) -> int:
+    """Kafka's Utils.abs: Math.abs, except Integer.MIN_VALUE maps to 0 (not to itself)."""
+    return 0 if n == -(1 << 31) else abs(n)
 
 
 def _int32(v: int) -> int:
