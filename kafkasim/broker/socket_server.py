@@ -13,6 +13,7 @@ from __future__ import annotations
 import struct
 from typing import TYPE_CHECKING, Any
 
+from kafkasim.broker.request_context import RequestContext
 from kafkasim.protocol import api as A
 from kafkasim.protocol.errors import ProtocolError
 from kafkasim.protocol.framing import api_versions_unsupported_response, parse_request_frame, peek_request_ids
@@ -135,7 +136,10 @@ class SocketServer:
         except ProtocolError as exc:
             rt.trace("connection_closed", peer=list(stream.peer), reason=f"bad request: {exc}")
             return False
-        response = await apis.handle(header, request)
+        # The sender rides with the header (RequestContext is a RequestHeader); the listener's
+        # authenticator, once there is one, supplies the principal.
+        context = RequestContext.of(header, client_address=str(stream.peer[0]) if stream.peer else "")
+        response = await apis.handle(context, request)
         if response is not None:
             await write_response(stream, header.request_api_key, header.request_api_version,
                                  header.correlation_id, response)
