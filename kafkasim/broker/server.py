@@ -29,6 +29,7 @@ from kafkasim.broker.metadata_cache import MetadataCache
 from kafkasim.broker.producer_id_manager import ZkProducerIdManager, producer_id_generator
 from kafkasim.broker.purgatory import DelayedOperationPurgatory
 from kafkasim.broker.replica_manager import ReplicaManager
+from kafkasim.broker.request_faults import RequestFaults
 from kafkasim.broker.socket_server import SocketServer
 from kafkasim.broker.topic_admin import TopicAdmin
 from kafkasim.broker.transaction.coordinator import TransactionCoordinator
@@ -89,6 +90,13 @@ class KafkaServer:
         self.group_coordinator: GroupCoordinator | None = None
         self.txn_coordinator: TransactionCoordinator | None = None
         self.apis: KafkaApis | None = None
+        # Request-level faults (the control plane's and scenarios'): built now, so a fault can be
+        # armed before the broker has started; Fetch v13+ names topics by id, hence the lookup.
+        self.request_faults = RequestFaults(rt, self._topic_id)
+
+    def _topic_id(self, name: str) -> object:
+        meta = self.metadata_cache.topic(name) if self.metadata_cache is not None else None
+        return meta.topic_id if meta is not None else None
 
     @property
     def controller_epoch(self) -> int:
@@ -115,7 +123,7 @@ class KafkaServer:
         self.metadata_cache = cache = MetadataCache(cluster_id=cluster_id)
         # Built now, bound after the logs are loaded (as Kafka's, whose bound port the broker
         # registration and the static `listeners` config report).
-        self.socket_server = socket_server = SocketServer(rt, cfg)
+        self.socket_server = socket_server = SocketServer(rt, cfg, self.request_faults)
         # DelayedCreatePartitions / DelayedDeleteTopics (Kafka's ZkAdminManager.topicPurgatory).
         topic_admin = TopicAdmin(rt, cfg, kzk, cache, DelayedOperationPurgatory(rt, "topic"))
         log_manager = LogManager(rt, cfg.log_dir, cfg.log_config(), cfg.log_manager_config())

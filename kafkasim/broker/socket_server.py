@@ -14,6 +14,7 @@ import struct
 from typing import TYPE_CHECKING, Any
 
 from kafkasim.broker.request_context import RequestContext
+from kafkasim.broker.request_faults import RequestFaults
 from kafkasim.protocol import api as A
 from kafkasim.protocol.errors import ProtocolError
 from kafkasim.protocol.framing import api_versions_unsupported_response, parse_request_frame, peek_request_ids
@@ -64,8 +65,9 @@ class SocketServer:
     read only once enable_request_processing() hands it the KafkaApis (built last, as Kafka's
     startup builds its request handler pool): until then a connection waits."""
 
-    def __init__(self, rt: NodeRuntime, config: BrokerConfig) -> None:
+    def __init__(self, rt: NodeRuntime, config: BrokerConfig, request_faults: RequestFaults | None = None) -> None:
         self.rt = rt
+        self.request_faults = request_faults if request_faults is not None else RequestFaults(rt)
         self.host, self.port = config.host, config.port
         self.request_max_bytes = config.socket_request_max_bytes        # socket.request.max.bytes
         self.connections_max_idle_ms = config.connections_max_idle_ms   # connections.max.idle.ms
@@ -139,7 +141,14 @@ class SocketServer:
         # The sender rides with the header (RequestContext is a RequestHeader); the listener's
         # authenticator, once there is one, supplies the principal.
         context = RequestContext.of(header, client_address=str(stream.peer[0]) if stream.peer else "")
-        response = await apis.handle(context, request)
+        # Request-level faults (broker/request_faults.py): answer with an error, close, or delay.
+        fault = self.request_faults.on_request(header.request_api_key, header.request_api_version, request)
+        if fault.close:
+            rt.trace("connection_closed", peer=list(stream.peer), reason=f"fault {fault.fault_id}")
+            return False
+        response = fault.response if fault.skip_handler else await apis.handle(context, request)
+        if fault.delay_ms > 0:
+            await rt.sleep(fault.delay_ms)
         if response is not None:
             await write_response(stream, header.request_api_key, header.request_api_version,
                                  header.correlation_id, response)
