@@ -34,7 +34,7 @@ from collections.abc import Callable
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any, TypeVar
 
-from kafkasim.runtime.control_api import FaultBackend, FaultError
+from kafkasim.runtime.control_api import ActiveFault, FaultBackend, FaultError
 
 T = TypeVar("T")
 Marshal = Callable[[Callable[[], Any]], Any]
@@ -185,3 +185,35 @@ class _Handler(BaseHTTPRequestHandler):
 
     def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 (http.server's signature)
         pass  # the world's trace records what the faults did; no access log on stderr
+
+
+class FaultBook:
+    """The bookkeeping every backend shares: fault ids (f1, f2, ...), what is active, and the
+    history of applied / healed / expired faults with wall-clock and world times."""
+
+    def __init__(self, wall_ms: Callable[[], float], world_ms: Callable[[], float]) -> None:
+        self.wall_ms, self.world_ms = wall_ms, world_ms
+        self.active: dict[str, ActiveFault] = {}
+        self.history: list[dict[str, Any]] = []
+        self._next = 0
+
+    def new(self, spec: dict[str, Any], targets: list[str], duration_ms: float | None = None,
+            **extra: Any) -> ActiveFault:
+        self._next += 1
+        now = self.world_ms()
+        fault = ActiveFault(f"f{self._next}", spec, targets, self.wall_ms(), now,
+                            until_world_ms=now + duration_ms if duration_ms else None, extra=dict(extra))
+        self.active[fault.fault_id] = fault
+        self._record("applied", fault)
+        return fault
+
+    def end(self, fault_id: str, how: str = "healed") -> ActiveFault | None:
+        fault = self.active.pop(fault_id, None)
+        if fault is not None:
+            self._record(how, fault)
+        return fault
+
+    def _record(self, event: str, fault: ActiveFault) -> None:
+        self.history.append({"event": event, "id": fault.fault_id, "kind": fault.spec.get("kind"),
+                             "targets": fault.resolved_targets, "wall_ms": self.wall_ms(),
+                             "world_ms": self.world_ms(), "fired": fault.fired, "spec": fault.spec})

@@ -1,16 +1,58 @@
 """OS files under a node's data directory. Writes go straight to the OS (pwrite); fsync and
-directory fsync run in a worker thread so a slow disk does not stall the event loop."""
+directory fsync run in a worker thread so a slow disk does not stall the event loop.
+
+Injected disk faults (the fault control plane's `kind = "disk"`, the knobs SimDisk has that a
+real disk can be made to show): `eio_rate` — a write, truncate or fsync fails with EIO with this
+probability (nothing written); `enospc` — writes fail with ENOSPC once `free_bytes` more bytes
+have been written; `slow_fsync_ms` — each fsync (file or directory) takes that much longer.
+"""
 
 from __future__ import annotations
 
 import asyncio
+import errno
 import os
+import random
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from kafkasim.runtime.api import FileHandle, FileSystem
 
 if TYPE_CHECKING:
     from kafkasim.runtime.real.world import RealNode
+
+
+@dataclass
+class DiskFaults:
+    """The knobs of one node's injected disk faults; all off by default."""
+
+    eio_rate: float = 0.0
+    enospc: bool = False
+    free_bytes: int = 0
+    slow_fsync_ms: float = 0.0
+    injected: int = 0      # how many operations a fault has failed or slowed
+    rng: random.Random = field(default_factory=random.Random)
+
+    def clear(self) -> None:
+        self.eio_rate, self.enospc, self.free_bytes, self.slow_fsync_ms = 0.0, False, 0, 0.0
+
+    def check_write(self, path: str, n: int) -> None:
+        if self.eio_rate > 0 and self.rng.random() < self.eio_rate:
+            self.injected += 1
+            raise OSError(errno.EIO, "Input/output error (injected)", path)
+        if self.enospc:
+            if n > self.free_bytes:
+                self.injected += 1
+                raise OSError(errno.ENOSPC, "No space left on device (injected)", path)
+            self.free_bytes -= n
+
+    async def before_fsync(self, path: str) -> None:
+        if self.slow_fsync_ms > 0:
+            self.injected += 1
+            await asyncio.sleep(self.slow_fsync_ms / 1000)
+        if self.eio_rate > 0 and self.rng.random() < self.eio_rate:
+            self.injected += 1
+            raise OSError(errno.EIO, "Input/output error (injected)", path)
 
 
 class RealFileHandle(FileHandle):
@@ -30,12 +72,14 @@ class RealFileHandle(FileHandle):
 
     def append(self, data: bytes | bytearray | memoryview) -> int:
         self._fs._node.check()
+        self._fs.faults.check_write(self.path, len(data))
         pos = self._size
         self._write_all(pos, data)
         return pos
 
     def pwrite(self, pos: int, data: bytes | bytearray | memoryview) -> None:
         self._fs._node.check()
+        self._fs.faults.check_write(self.path, len(data))
         self._write_all(pos, data)
 
     def _write_all(self, pos: int, data: bytes | bytearray | memoryview) -> None:
@@ -51,6 +95,7 @@ class RealFileHandle(FileHandle):
 
     def truncate(self, size: int) -> None:
         self._fs._node.check()
+        self._fs.faults.check_write(self.path, 0)
         os.ftruncate(self._fd, size)
         self._size = size
 
@@ -59,6 +104,7 @@ class RealFileHandle(FileHandle):
 
     async def fsync(self) -> None:
         self._fs._node.check()
+        await self._fs.faults.before_fsync(self.path)
         await asyncio.get_running_loop().run_in_executor(None, os.fsync, self._fd)
         self._fs._node.check()
 
@@ -74,6 +120,7 @@ class RealFileSystem(FileSystem):
         self._root = os.path.abspath(root)
         self._node = node
         self._open: set[RealFileHandle] = set()
+        self.faults = DiskFaults()
         os.makedirs(self._root, exist_ok=True)
 
     def _p(self, path: str) -> str:
@@ -115,6 +162,7 @@ class RealFileSystem(FileSystem):
 
     async def fsync_dir(self, path: str) -> None:
         self._node.check()
+        await self.faults.before_fsync(path)
         full = self._p(path)
 
         def sync() -> None:

@@ -1,11 +1,19 @@
 """Real TCP streams on asyncio. Errors are translated into the seam's network exceptions so code
-above the seam handles one vocabulary in both worlds."""
+above the seam handles one vocabulary in both worlds.
+
+Injected peer faults (the fault control plane's `net_refuse` / `net_stall`), on the connections
+this node opens — to other brokers, as the replica fetchers and the controller's channel do —
+to given peers ("host:port", all of them when none are named): `refuse` resets the open ones
+and refuses new ones (ECONNREFUSED); `stall` lets a connect hang until its timeout and holds
+every read and write on the open ones until the fault is healed (a black-holed peer).
+"""
 
 from __future__ import annotations
 
 import asyncio
 import socket
 import struct
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from kafkasim.runtime.api import (
@@ -26,11 +34,33 @@ if TYPE_CHECKING:
     from kafkasim.runtime.real.world import RealNode
 
 _SIZE = struct.Struct(">i")
+_LOOPBACK = ("127.0.0.1", "localhost", "::1")
+_STALL_POLL_S = 0.02
+
+
+def _same_peer(a: tuple[str, int], b: tuple[str, int]) -> bool:
+    return a[1] == b[1] and (a[0] == b[0] or (a[0] in _LOOPBACK and b[0] in _LOOPBACK))
+
+
+@dataclass
+class NetFaults:
+    """Active peer faults: fault id -> (mode, peers; None = every peer this node connects to)."""
+
+    rules: dict[str, tuple[str, list[tuple[str, int]] | None]] = field(default_factory=dict)
+    injected: int = 0
+
+    def mode_for(self, peer: tuple[str, int]) -> str | None:
+        for mode, peers in self.rules.values():
+            if peers is None or any(_same_peer(peer, p) for p in peers):
+                return mode
+        return None
 
 
 class RealStream(Stream):
-    def __init__(self, node: RealNode, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+    def __init__(self, node: RealNode, reader: asyncio.StreamReader, writer: asyncio.StreamWriter,
+                 faults: NetFaults | None = None) -> None:
         self._node, self._r, self._w = node, reader, writer
+        self._faults = faults  # set on the connections this node opens: peer faults apply to them
         sock = writer.get_extra_info("socket")
         if sock is not None:
             sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
@@ -38,8 +68,13 @@ class RealStream(Stream):
         self.peer = tuple(writer.get_extra_info("peername")[:2])
         self._closed = False
 
+    async def _stall(self) -> None:
+        while self._faults is not None and self._faults.mode_for(self.peer) == "stall" and not self._closed:
+            await asyncio.sleep(_STALL_POLL_S)
+
     async def read_exactly(self, n: int) -> bytes:
         self._node.check()
+        await self._stall()
         try:
             return await self._r.readexactly(n)
         except asyncio.IncompleteReadError as exc:
@@ -55,6 +90,7 @@ class RealStream(Stream):
 
     async def write(self, data: bytes | bytearray | memoryview) -> None:
         self._node.check()
+        await self._stall()
         if self._closed or self._w.is_closing():
             raise ConnectionClosed("write on a closed stream")
         try:
@@ -104,6 +140,22 @@ class RealNetwork(Network):
         self._node = node
         self._servers: list[RealServer] = []
         self._streams: set[RealStream] = set()
+        self.faults = NetFaults()
+
+    def inject(self, fault_id: str, mode: str, peers: list[tuple[str, int]] | None) -> int:
+        """Arm a peer fault ("refuse" or "stall"); a refusal resets the open connections it covers.
+        Returns how many open connections it covers now."""
+        if mode not in ("refuse", "stall"):
+            raise ValueError(f"peer fault mode {mode!r} (refuse or stall)")
+        self.faults.rules[fault_id] = (mode, peers)
+        hit = [st for st in self._streams if st._faults is not None and self.faults.mode_for(st.peer) is not None]
+        if mode == "refuse":
+            for st in hit:
+                st.close()
+        return len(hit)
+
+    def heal(self, fault_id: str) -> bool:
+        return self.faults.rules.pop(fault_id, None) is not None
 
     async def serve(self, host: str, port: int, handler: StreamHandler) -> Server:
         self._node.check()
@@ -131,6 +183,13 @@ class RealNetwork(Network):
 
     async def connect(self, host: str, port: int, timeout_ms: float) -> Stream:
         self._node.check()
+        mode = self.faults.mode_for((host, port))
+        if mode is not None:
+            self.faults.injected += 1
+            if mode == "refuse":
+                raise ConnectionRefused(f"connection refused: {host}:{port} (injected)")
+            await asyncio.sleep(timeout_ms / 1000.0)
+            raise RuntimeTimeout(f"connect to {host}:{port} timed out after {timeout_ms} ms (injected stall)")
         try:
             reader, writer = await asyncio.wait_for(asyncio.open_connection(host, port, limit=1 << 20),
                                                     timeout_ms / 1000.0)
@@ -143,7 +202,7 @@ class RealNetwork(Network):
         if not self._node.alive():
             writer.close()
             raise NodeDead(self._node.node)
-        stream = RealStream(self._node, reader, writer)
+        stream = RealStream(self._node, reader, writer, self.faults)
         self._streams.add(stream)
         return stream
 
@@ -155,4 +214,4 @@ class RealNetwork(Network):
         self._streams.clear()
 
 
-__all__: list[Any] = ["RealNetwork", "RealStream", "RealServer"]
+__all__: list[Any] = ["NetFaults", "RealNetwork", "RealStream", "RealServer"]
