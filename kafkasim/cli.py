@@ -10,6 +10,10 @@ its default).
                                                     the same broker on real sockets and disks
   kafkasim cluster up --brokers N --dir DIR [--config K=V ...] | cluster down --dir DIR
                                                     real ZooKeeper + N `kafkasim serve` (real/cluster)
+  kafkasim cluster kill|restart|pause|resume|partition|heal --broker N [--duration-ms D] --dir DIR
+                                                    faults on that cluster, through its control plane
+  kafkasim fault add JSON | list | history | heal [ID] | kinds | nodes --control HOST:PORT (or --dir DIR)
+                                                    the fault control plane of any running cluster
   kafkasim load --bootstrap HOST:PORT [--topic T]   the workload's producer + consumer, for real
   kafkasim report REPORTS_DIR [--out DIR] [--master URL]
                                                     PySpark summary (table + HTML) of run reports
@@ -229,7 +233,8 @@ def _cmd_serve(args: argparse.Namespace) -> int:
         raise UsageError(f"serve: --config: {exc}") from None
     bugs = _seeded_bugs()
     try:
-        return serve(args.port, args.log_dir, args.zookeeper, args.broker_id, args.host, args.trace, configs, bugs)
+        return serve(args.port, args.log_dir, args.zookeeper, args.broker_id, args.host, args.trace, configs, bugs,
+                     control_port=args.control_port)
     except OSError as exc:
         if exc.errno == errno.EADDRINUSE:
             raise UsageError(f"serve: {args.host}:{args.port} is already in use (another broker? "
@@ -244,6 +249,8 @@ def _cmd_cluster(args: argparse.Namespace) -> int:
     import importlib.util
     from pathlib import Path
 
+    if args.action not in ("up", "down", "control"):
+        return _cluster_fault(args)
     script = Path(__file__).resolve().parents[1] / "real" / "cluster" / "cluster.py"
     if not script.exists():
         raise UsageError(f"{script} missing (the cluster launcher ships with the repository)")
@@ -253,6 +260,85 @@ def _cmd_cluster(args: argparse.Namespace) -> int:
     sys.modules["kafkasim_real_cluster"] = mod
     spec.loader.exec_module(mod)
     return int(mod.run(args.action, args.dir, args.brokers, args.config))
+
+
+CLUSTER_FAULTS = {"kill": "crash", "restart": "restart", "pause": "pause", "partition": "isolate"}
+
+
+def _cluster_fault(args: argparse.Namespace) -> int:
+    """kill|restart|pause|partition --broker N: one fault spec to the cluster's control plane;
+    resume|heal: heal the active faults on that broker (pause faults only, for resume)."""
+    from kafkasim.runtime.real.control_client import ControlClient, ControlError
+
+    client = ControlClient(_control_address(None, args.dir))
+    target = None if args.broker is None else (f"broker-{args.broker}" if args.broker.isdigit() else args.broker)
+    try:
+        if args.action in CLUSTER_FAULTS:
+            if target is None:
+                raise UsageError(f"cluster {args.action}: --broker N (or a role: controller, leader:T-P) is required")
+            spec: dict[str, Any] = {"kind": CLUSTER_FAULTS[args.action], "targets": [target]}
+            if args.action == "kill":
+                spec["mode"] = "kill"
+            if args.duration_ms is not None:
+                spec["duration_ms"] = args.duration_ms
+            print(json.dumps(client.add(spec), sort_keys=True))
+            return 0
+        healed = []
+        for f in client.active():
+            if target is not None and target not in f["targets"] and target not in f["spec"].get("targets", []):
+                continue
+            if args.action == "resume" and f["spec"].get("kind") != "pause":
+                continue
+            healed += client.heal(f["id"])
+        print(json.dumps({"healed": healed}, sort_keys=True))
+        return 0
+    except ControlError as exc:
+        raise UsageError(f"cluster {args.action}: {exc.message}") from None
+
+
+def _control_address(control: str | None, directory: str | None) -> str:
+    """HOST:PORT given, or read from a cluster's DIR/control (written by `cluster up`)."""
+    if control:
+        return control
+    if not directory:
+        raise UsageError("--control HOST:PORT or --dir DIR (of a `kafkasim cluster up`) is required")
+    path = os.path.join(directory, "control")
+    try:
+        with open(path) as f:
+            return f.read().strip()
+    except OSError:
+        raise UsageError(f"{path}: no control plane recorded (is a cluster up in {directory}?)") from None
+
+
+def _cmd_fault(args: argparse.Namespace) -> int:
+    from kafkasim.runtime.real.control_client import ControlClient, ControlError
+
+    client = ControlClient(_control_address(args.control, args.dir))
+    try:
+        if args.action == "add":
+            if not args.arg:
+                raise UsageError("fault add: a fault spec as JSON, e.g. "
+                                 "'{\"kind\": \"request_error\", \"api_key\": 0, \"error_code\": 6, \"count\": 5}'")
+            try:
+                spec = json.loads(args.arg)
+            except json.JSONDecodeError as exc:
+                raise UsageError(f"fault add: not JSON: {exc}") from None
+            answer: Any = client.add(spec)
+        elif args.action == "list":
+            answer = client.active()
+        elif args.action == "history":
+            answer = client.history()
+        elif args.action == "heal":
+            answer = client.heal(args.arg)
+        elif args.action == "kinds":
+            answer = {"world": client.world(), "kinds": client.kinds()}
+        else:
+            answer = client.nodes()
+    except ControlError as exc:
+        raise UsageError(f"fault {args.action}: {exc.message}" + (f" (HTTP {exc.status})" if exc.status else "")) \
+            from None
+    print(json.dumps(answer, indent=2, sort_keys=True))
+    return 0
 
 
 def _cmd_load(args: argparse.Namespace) -> int:
@@ -364,17 +450,33 @@ def _add_real_commands(sub: Any) -> None:
     s.add_argument("--zookeeper", help="HOST:PORT of a real ZooKeeper (default: an embedded store)")
     s.add_argument("--broker-id", type=int, default=0, help="broker.id")
     s.add_argument("--trace", help="write the broker's trace (JSON lines) to this file (default: none)")
+    s.add_argument("--control-port", type=int, help="serve the fault control plane (HTTP/JSON) on "
+                                                    "127.0.0.1:PORT (0: any free port; default: none)")
     s.add_argument("--config", action="append", default=[], type=_key_value, metavar="KEY=VALUE",
                    help="a broker config by its server.properties name (repeatable), e.g. "
                         "group.initial.rebalance.delay.ms=0")
     s.set_defaults(fn=_cmd_serve)
     cl = _sub(sub, "cluster", "start or stop a real cluster: ZooKeeper + N kafkasim serve")
-    cl.add_argument("action", choices=["up", "down"], help="up: start; down: stop what up started")
+    cl.add_argument("action", choices=["up", "down", "kill", "restart", "pause", "resume", "partition", "heal",
+                                       "control"],
+                    help="up: start; down: stop what up started; kill (SIGKILL) | restart | pause (SIGSTOP) | "
+                         "resume (SIGCONT) | partition (cut from the other brokers) | heal --broker N: faults "
+                         "through the cluster's control plane; control: serve that plane (up starts it)")
+    cl.add_argument("--broker", help="kill/restart/pause/resume/partition/heal: a broker id, or a role "
+                                     "(controller, leader:TOPIC-PARTITION, coordinator:group:G)")
+    cl.add_argument("--duration-ms", type=float, help="undo the fault after so long (default: until healed)")
     cl.add_argument("--dir", required=True, help="where the cluster's logs, pids and env go (required)")
     cl.add_argument("--brokers", type=int, default=3, help="number of brokers")
     cl.add_argument("--config", action="append", default=[], type=_key_value, metavar="KEY=VALUE",
                     help="a broker config for every broker (repeatable)")
     cl.set_defaults(fn=_cmd_cluster)
+    ft = _sub(sub, "fault", "inject, list and heal faults through a running cluster's control plane")
+    ft.add_argument("action", choices=["add", "list", "history", "heal", "kinds", "nodes"],
+                    help="add JSON | list (active) | history | heal [ID] (all without ID) | kinds | nodes")
+    ft.add_argument("arg", nargs="?", help="add: the fault spec (JSON); heal: a fault id")
+    ft.add_argument("--control", help="HOST:PORT of the control plane (serve --control-port, serve --sim)")
+    ft.add_argument("--dir", help="instead of --control: a `kafkasim cluster up` directory")
+    ft.set_defaults(fn=_cmd_fault)
     ld = _sub(sub, "load", "run the workload producer + consumer against a real broker")
     ld.add_argument("--bootstrap", required=True, help="HOST:PORT of a broker (required)")
     ld.add_argument("--topic", help="topic to use (default: a fresh kafkasim-load-<suffix> each run, so "
