@@ -29,6 +29,15 @@
   pause        the targets stop running for duration_ms (SIGSTOP, a long GC pause): no task
                runs, timers wait, sockets stay open but unread, ZooKeeper pings stop
 
+Request-level kinds (kafkasim/broker/request_faults.py; the same in every world and on the
+fault control plane), on each target broker:
+  request_error     api_key = "Produce" (or a key number), error_code = "NOT_LEADER_OR_FOLLOWER"
+                    (or a code), count = N, topic = "t", partition = 0 (both optional): the next N
+                    requests of that API (touching t-0) are answered with the error, unhandled
+  request_delay     api_key (optional), delay_ms = D, count (optional): responses held D ms
+  close_connection  after_requests = N, api_key (optional), count = C: N requests are answered,
+                    the connection carrying the next is closed unanswered; C times
+
 Every injected fault is written to the trace and listed in run.json's `faults`.
 """
 
@@ -38,12 +47,16 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from kafkasim.broker.request_faults import parse_request_fault
+from kafkasim.runtime.control_api import FaultError
 from kafkasim.runtime.sim.filesystem import CRASH_MODES
 
+REQUEST_KINDS = ("request_error", "request_delay", "close_connection")   # = control_api.REQUEST_FAULT_KINDS
+REQUEST_KEYS = ("api_key", "error_code", "count", "topic", "partition", "delay_ms", "after_requests")
 FAULT_KINDS = ("crash", "restart", "partition", "block", "clog", "heal", "isolate", "disk", "disk_clear",
-               "zk_expire", "pause")
-TARGETED = ("crash", "restart", "isolate", "disk", "disk_clear", "zk_expire", "pause")
-UNDOABLE = ("crash", "partition", "block", "clog", "isolate", "disk", "pause")  # accept duration_ms
+               "zk_expire", "pause", *REQUEST_KINDS)
+TARGETED = ("crash", "restart", "isolate", "disk", "disk_clear", "zk_expire", "pause", *REQUEST_KINDS)
+UNDOABLE = ("crash", "partition", "block", "clog", "isolate", "disk", "pause", *REQUEST_KINDS)  # accept duration_ms
 DISK_RATES = ("eio_rate", "bitflip_rate")
 DISK_KEYS = DISK_RATES + ("enospc", "free_bytes", "slow_fsync_ms", "corrupt_bits")
 
@@ -64,6 +77,7 @@ class Fault:
     jitter_ms: float = 0.0
     duration_ms: float = 0.0
     disk: dict[str, Any] = field(default_factory=dict)  # disk: the knobs, keys from DISK_KEYS
+    request: dict[str, Any] = field(default_factory=dict)  # request-level kinds: keys from REQUEST_KEYS
     source: str = ""  # "nemesis[i]" when a nemesis profile generated it
     key: str = field(default="", compare=False)  # "faults[i]": where the scenario file declares it
 
@@ -88,6 +102,8 @@ class Fault:
             d["extra_ms"] = self.extra_ms
         for k in sorted(self.disk):
             d[k] = self.disk[k]
+        for k in sorted(self.request):
+            d[k] = self.request[k]
         if self.duration_ms:
             d["duration_ms"] = self.duration_ms
         if self.jitter_ms:
@@ -115,7 +131,7 @@ def parse_faults(path: str, raw: list[Any], fail: Fail) -> list[Fault]:
 
 def parse_fault(key: str, t: dict[str, Any], fail: Fail) -> Fault:
     known = {"at_ms", "jitter_ms", "kind", "targets", "duration_ms", "mode", "disk_modes", "sides", "from", "to",
-             "extra_ms", "clear"} | set(DISK_KEYS)
+             "extra_ms", "clear"} | set(DISK_KEYS) | set(REQUEST_KEYS)
     for k in t:
         if k not in known:
             raise fail(f"{key}.{k}", f"one of {sorted(known)} (unknown key)", k)
@@ -168,6 +184,20 @@ def parse_kind_keys(f: Fault, key: str, t: dict[str, Any], fail: Fail) -> None:
         f.extra_ms = number(t, "extra_ms", key, fail, 0.0)
     if f.kind == "disk":
         f.disk = parse_disk_knobs(key, t, fail)
+    if f.kind in REQUEST_KINDS:
+        f.request = parse_request_keys(key, t, fail)
+    elif any(k in t for k in REQUEST_KEYS):
+        raise fail(key, f"request keys {list(REQUEST_KEYS)} only on kinds {list(REQUEST_KINDS)}", f.kind)
+
+
+def parse_request_keys(key: str, t: dict[str, Any], fail: Fail) -> dict[str, Any]:
+    """The request-level keys, checked by the broker's own parser (one fault model)."""
+    spec = {k: t[k] for k in REQUEST_KEYS if k in t}
+    try:
+        parse_request_fault(key, {"kind": t["kind"], **spec})
+    except FaultError as exc:
+        raise fail(key, "a valid request-level fault", exc.message) from None
+    return spec
 
 
 def parse_disk_knobs(key: str, t: dict[str, Any], fail: Fail) -> dict[str, Any]:

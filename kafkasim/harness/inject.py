@@ -10,15 +10,16 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
+from kafkasim.broker.request_faults import parse_request_fault
 from kafkasim.cluster.sim_cluster import SimCluster, is_role_target
-from kafkasim.harness.faults import Fault
+from kafkasim.harness.faults import REQUEST_KINDS, Fault
 from kafkasim.harness.scenario import Scenario
 from kafkasim.runtime.sim.kernel import Owner
 from kafkasim.runtime.sim.world import SimWorld
 
 Undo = Callable[[], None] | None
 # Kinds whose targets must be processes (ZooKeeper is a server of the world, not a node).
-PROCESS_KINDS = ("crash", "restart", "disk", "disk_clear", "zk_expire", "pause")
+PROCESS_KINDS = ("crash", "restart", "disk", "disk_clear", "zk_expire", "pause", *REQUEST_KINDS)
 
 
 def _each(fn: Callable[[str], None], names: list[str]) -> Callable[[], None]:
@@ -163,10 +164,29 @@ def _pause(world: SimWorld, _c: SimCluster, _f: Fault, targets: list[str], _s: l
     return _each(lambda n: world.nodes[n].resume(), targets)
 
 
+def _request(world: SimWorld, cluster: SimCluster, f: Fault, targets: list[str], _s: list[list[str]]) -> Undo:
+    """Arm the request-level fault on each target broker's RequestFaults (the id names the
+    scenario entry and the time, so an overlapping copy is lifted on its own)."""
+    fault_id = f"{f.key or f.source or f.kind}@{round(world.now_ms(), 3)}"
+    armed = []
+    for name in targets:
+        server = cluster.servers.get(name)
+        if server is None:
+            world.emit("harness", "fault_target_unresolved", {"target": name, "why": "not a broker"})
+            continue
+        server.request_faults.add(parse_request_fault(fault_id, {"kind": f.kind, **f.request}))
+        armed.append(server.request_faults)
+
+    def undo() -> None:
+        for faults in armed:
+            faults.remove(fault_id)
+    return undo
+
+
 _INJECT: dict[str, Callable[[SimWorld, SimCluster, Fault, list[str], list[list[str]]], Undo]] = {
     "crash": _crash, "restart": _restart_all, "partition": _partition, "block": _block, "clog": _clog,
     "heal": _heal, "isolate": _isolate, "disk": _disk, "disk_clear": _disk_clear, "zk_expire": _zk_expire,
-    "pause": _pause,
+    "pause": _pause, "request_error": _request, "request_delay": _request, "close_connection": _request,
 }
 
 
