@@ -169,7 +169,9 @@ class RealBrokerFaults:
         arm = self._prepare(kind, spec)          # validates everything; changes nothing
         fault = self.book.new(spec, targets, duration)
         self._undo[fault.fault_id] = arm(fault)
-        if duration:
+        if kind == "disk_clear" or spec.get("clear") is True:   # nothing to undo: it happened
+            self._end(fault.fault_id, "done")
+        elif duration:
             fid = fault.fault_id
 
             def expire() -> None:

@@ -11,8 +11,15 @@ Layout of DIR (like /work/shared/tools/realkafka's):
     DIR/zookeeper/            ZooKeeper's config, data and zookeeper.log
     DIR/broker-<id>/data/     the broker's log dir
     DIR/broker-<id>/broker.log  its stdout/stderr;  DIR/broker-<id>/trace.jsonl  its trace
-    DIR/pids                  "zookeeper <pid> <port>" then "broker <id> <pid> <port>" per line
+    DIR/pids                  "zookeeper <pid> <port>" then "broker <id> <pid> <port> <control port>" per line
     DIR/env                   BOOTSTRAP_SERVERS=... and ZOOKEEPER=... for scripts
+    DIR/control               HOST:PORT of the cluster's fault control plane (cluster_faults.py), served
+                              by `cluster.py control --dir DIR`, which `up` starts (pid in DIR/control.pid)
+    DIR/broker-<id>/cmd.json  the broker's command line, for a restart by the control plane
+
+Faults: `kafkasim cluster kill|restart|pause|resume|partition|heal --broker N --dir DIR`, or
+`kafkasim fault add JSON --dir DIR` (cluster_faults.py lists the kinds). Each broker also serves
+its own control plane (`serve --control-port`) for request-level, disk and network faults.
 
 Broker configs (as realkafka writes server.properties): broker.id = 0..N-1,
 offsets.topic.replication.factor and default.replication.factor = min(N, 3),
@@ -28,6 +35,7 @@ from __future__ import annotations
 
 import argparse
 import importlib.util
+import json
 import os
 import signal
 import socket
@@ -77,6 +85,7 @@ class Broker:
     dir: Path
     configs: dict[str, str]
     zookeeper: str
+    control_port: int = 0
     proc: Optional[subprocess.Popen[bytes]] = None
     pid: int = 0
 
@@ -93,8 +102,11 @@ class Broker:
         cmd = [sys.executable, "-m", "kafkasim.cli", "serve", "--port", str(self.port),
                "--log-dir", str(self.dir / "data"), "--zookeeper", self.zookeeper,
                "--broker-id", str(self.broker_id), "--trace", str(self.dir / "trace.jsonl")]
+        if self.control_port:
+            cmd += ["--control-port", str(self.control_port)]
         for key, value in sorted(self.configs.items()):
             cmd += ["--config", f"{key}={value}"]
+        (self.dir / "cmd.json").write_text(json.dumps(cmd))
         log = open(self.log_path, "ab")
         env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(REPO), os.environ.get("PYTHONPATH", "")]))
         self.proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, cwd=str(REPO), env=env,
@@ -155,12 +167,17 @@ class Cluster:
 
     def _record(self) -> None:
         lines = [f"zookeeper {getattr(self.zookeeper, 'pid', 0)} {self.zookeeper_connect.rsplit(':', 1)[1]}"]
-        lines += [f"broker {b.broker_id} {b.pid} {b.port}" for b in self.brokers]
+        lines += [f"broker {b.broker_id} {b.pid} {b.port} {b.control_port}" for b in self.brokers]
         (self.dir / "pids").write_text("\n".join(lines) + "\n")
         (self.dir / "env").write_text(f"BOOTSTRAP_SERVERS={self.bootstrap}\nZOOKEEPER={self.zookeeper_connect}\n")
 
     def down(self) -> None:
         stop(self.dir)
+
+    @property
+    def control(self) -> str:
+        """HOST:PORT of the cluster's fault control plane."""
+        return (self.dir / "control").read_text().strip()
 
     def wait_ready(self, timeout_s: float = START_TIMEOUT_S) -> None:
         """Until every broker's metadata names a controller and all the brokers — the controller's
@@ -219,13 +236,14 @@ def up(directory: str | Path, brokers: int, configs: Optional[dict[str, str]] = 
     merged = {**default_configs(brokers), **(configs or {})}
     try:
         for i in range(brokers):
-            b = Broker(i, free_port(), d / f"broker-{i}", merged, zk.connect_string)
+            b = Broker(i, free_port(), d / f"broker-{i}", merged, zk.connect_string, control_port=free_port())
             b.start()
             cluster.brokers.append(b)
             cluster._record()
         for b in cluster.brokers:
             b.wait_started()
         cluster.wait_ready()
+        start_control(d)
     except BaseException:
         stop(d)
         raise
@@ -238,6 +256,7 @@ def stop(directory: str | Path) -> bool:
     pidfile = d / "pids"
     if not pidfile.exists():
         return False
+    stop_control(d)
     entries = [line.split() for line in pidfile.read_text().splitlines() if line.strip()]
     brokers = [(int(e[2]), int(e[1])) for e in entries if e[0] == "broker"]
     for pid, _ in brokers:
@@ -249,6 +268,35 @@ def stop(directory: str | Path) -> bool:
             load_zk().stop_from_dir(d / "zookeeper")
     pidfile.unlink(missing_ok=True)
     return True
+
+
+def start_control(d: Path, timeout_s: float = 30.0) -> str:
+    """Start `cluster.py control --dir DIR` (detached: it outlives `kafkasim cluster up`) and
+    wait until it has written DIR/control."""
+    (d / "control").unlink(missing_ok=True)
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(REPO), os.environ.get("PYTHONPATH", "")]))
+    log = open(d / "control.log", "ab")
+    proc = subprocess.Popen([sys.executable, str(HERE / "cluster.py"), "control", "--dir", str(d)], stdout=log,
+                            stderr=subprocess.STDOUT, cwd=str(REPO), env=env, start_new_session=True)
+    log.close()
+    (d / "control.pid").write_text(f"{proc.pid}\n")
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        if (d / "control").exists():
+            return (d / "control").read_text().strip()
+        if proc.poll() is not None:
+            break
+        time.sleep(0.05)
+    raise RuntimeError(f"the cluster's control plane did not start; {d / 'control.log'}:\n"
+                       f"{(d / 'control.log').read_bytes()[-4000:].decode(errors='replace')}")
+
+
+def stop_control(d: Path) -> None:
+    pidfile = d / "control.pid"
+    if pidfile.exists():
+        _stop_pid(int(pidfile.read_text().split()[0]), None, 10.0)
+        pidfile.unlink(missing_ok=True)
+    (d / "control").unlink(missing_ok=True)
 
 
 def _signal(pid: int, sig: int) -> None:
@@ -288,7 +336,7 @@ def _stop_pid(pid: int, proc: Optional[subprocess.Popen[bytes]], timeout_s: floa
 
 def main(argv: Optional[list[str]] = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("command", choices=["up", "down"])
+    ap.add_argument("command", choices=["up", "down", "control"])
     ap.add_argument("--dir", required=True)
     ap.add_argument("--brokers", type=int, default=3)
     ap.add_argument("--config", action="append", default=[], metavar="KEY=VALUE")
@@ -297,6 +345,10 @@ def main(argv: Optional[list[str]] = None) -> int:
 
 
 def run(command: str, directory: str, brokers: int, config: list[str]) -> int:
+    if command == "control":
+        sys.path.insert(0, str(HERE))
+        from cluster_faults import serve_control
+        return serve_control(directory)
     if command == "down":
         if not stop(directory):
             print(f"nothing up in {directory}", file=sys.stderr)

@@ -213,6 +213,11 @@ class FaultBook:
             self._record(how, fault)
         return fault
 
+    def discard(self, fault_id: str) -> None:
+        """Forget a fault whose arming failed after all (a remote refusal): it never was."""
+        self.active.pop(fault_id, None)
+        self.history = [h for h in self.history if h["id"] != fault_id]
+
     def _record(self, event: str, fault: ActiveFault) -> None:
         self.history.append({"event": event, "id": fault.fault_id, "kind": fault.spec.get("kind"),
                              "targets": fault.resolved_targets, "wall_ms": self.wall_ms(),
