@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import os
 import sys
-import time
 from collections.abc import Callable
 from typing import Any
 
@@ -118,7 +117,7 @@ class RealBrokerFaults:
     def __init__(self, node: RealNode, server: KafkaServer, name: str) -> None:
         self.node, self.server, self.name = node, server, name
         self.request_faults: RequestFaults = server.request_faults
-        self.book = FaultBook(lambda: time.time() * 1000, node.monotonic_ms)
+        self.book = FaultBook(node.now_ms, node.monotonic_ms)  # the real world: now_ms is the wall clock
         self._undo: dict[str, Callable[[], None]] = {}
         self._timers: dict[str, Timer] = {}
 
