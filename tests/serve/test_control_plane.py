@@ -211,3 +211,30 @@ def test_time_from_control_call_to_fault_acting(served: Controlled) -> None:
     p50, p99 = statistics.median(samples), samples[int(len(samples) * 0.99) - 1]
     print(f"\ncontrol call -> request_error acting: p50 {p50:.2f} ms, p99 {p99:.2f} ms")
     assert p99 < 1000
+
+
+def _cli(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "kafkasim.cli", *args], capture_output=True, text=True, timeout=60)
+
+
+def test_fault_cli_add_list_heal_history_and_errors(served: Controlled) -> None:
+    import json
+
+    addr = served.control.base.split("//")[1].split("/")[0]
+    kinds = json.loads(_cli("fault", "kinds", "--control", addr).stdout)
+    assert kinds["world"] == "real-broker" and "request_error" in kinds["kinds"] and "disk" in kinds["kinds"]
+    added = json.loads(_cli("fault", "add", '{"kind": "request_delay", "api_key": "Fetch", "delay_ms": 50}',
+                            "--control", addr).stdout)
+    assert [f["id"] for f in json.loads(_cli("fault", "list", "--control", addr).stdout)] == [added["id"]]
+    healed = json.loads(_cli("fault", "heal", added["id"], "--control", addr).stdout)
+    assert [f["id"] for f in healed] == [added["id"]]
+    events = [h["event"] for h in json.loads(_cli("fault", "history", "--control", addr).stdout)]
+    assert events == ["applied", "healed"]
+    bad = _cli("fault", "add", "{nope", "--control", addr)
+    assert bad.returncode == 2 and "not JSON" in bad.stderr and "Traceback" not in bad.stderr
+    unknown = _cli("fault", "add", '{"kind": "meteor"}', "--control", addr)
+    assert unknown.returncode == 2 and "unknown fault kind 'meteor'" in unknown.stderr and "HTTP 404" in unknown.stderr
+    gone = _cli("fault", "heal", "f99", "--control", addr)
+    assert gone.returncode == 2 and "no active fault 'f99'" in gone.stderr
+    nowhere = _cli("fault", "list", "--dir", "/nonexistent")
+    assert nowhere.returncode == 2 and "no control plane recorded" in nowhere.stderr
