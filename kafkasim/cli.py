@@ -283,8 +283,9 @@ def _cluster_fault(args: argparse.Namespace) -> int:
                 spec["duration_ms"] = args.duration_ms
             print(json.dumps(client.add(spec), sort_keys=True))
             return 0
-        if target is not None and target.startswith("broker-") and target not in client.nodes():
-            raise UsageError(f"cluster {args.action}: no {target} in this cluster ({', '.join(sorted(client.nodes()))})")
+        known = sorted(client.nodes())
+        if target is not None and target.startswith("broker-") and target not in known:
+            raise UsageError(f"cluster {args.action}: no {target} in this cluster ({', '.join(known)})")
         healed = []
         for f in client.active():
             if target is not None and target not in f["targets"] and target not in f["spec"].get("targets", []):
