@@ -195,6 +195,7 @@ def _fault_table(f: Fault) -> list[str]:
     if f.kind in TARGETED:
         lines.append(f"targets = {_toml_value(f.targets)}")
     lines += [f"{k} = {_toml_value(f.disk[k])}" for k in sorted(f.disk)]
+    lines += [f"{k} = {_toml_value(f.request[k])}" for k in sorted(f.request)]  # request-level kinds
     if f.kind == "crash":
         lines.append(f"mode = {_toml_value(f.mode)}")
         if f.disk_modes:
