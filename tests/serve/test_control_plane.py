@@ -238,3 +238,32 @@ def test_fault_cli_add_list_heal_history_and_errors(served: Controlled) -> None:
     assert gone.returncode == 2 and "no active fault 'f99'" in gone.stderr
     nowhere = _cli("fault", "list", "--dir", "/nonexistent")
     assert nowhere.returncode == 2 and "no control plane recorded" in nowhere.stderr
+
+
+def test_confluent_consumer_through_fetch_and_coordinator_errors(served: Controlled) -> None:
+    """Fetch answered NOT_LEADER_OR_FOLLOWER and FindCoordinator COORDINATOR_NOT_AVAILABLE, three
+    times each: librdkafka's consumer refreshes, retries and still reads every record once."""
+    from confluent_kafka import Consumer, Producer
+
+    p = Producer({"bootstrap.servers": served.bootstrap})
+    sent = [f"m{i}".encode() for i in range(50)]
+    for v in sent:
+        p.produce("cons", v, partition=0)
+    assert p.flush(30) == 0
+    fetch = served.control.add({"kind": "request_error", "api_key": "Fetch", "error_code": "NOT_LEADER_OR_FOLLOWER",
+                                "count": 3, "topic": "cons", "partition": 0})
+    coord = served.control.add({"kind": "request_error", "api_key": "FindCoordinator",
+                                "error_code": "COORDINATOR_NOT_AVAILABLE", "count": 3})
+    c = Consumer({"bootstrap.servers": served.bootstrap, "group.id": "g-faults", "auto.offset.reset": "earliest",
+                  "enable.auto.commit": False})
+    c.subscribe(["cons"])
+    got: list[bytes] = []
+    deadline = time.monotonic() + 60
+    while len(got) < len(sent) and time.monotonic() < deadline:
+        m = c.poll(0.5)
+        if m is not None and m.error() is None:
+            got.append(m.value())
+    c.close()
+    assert got == sent
+    ended = {h["id"]: h for h in served.control.history() if h["event"] == "expired"}
+    assert ended[fetch["id"]]["fired"] == 3 and ended[coord["id"]]["fired"] == 3
