@@ -21,7 +21,7 @@ from collections.abc import Callable
 from typing import Any
 
 from kafkasim.broker.config import BrokerConfig
-from kafkasim.broker.request_faults import RequestFaults, parse_request_fault
+from kafkasim.broker.request_faults import RequestFaults, RequestRule, parse_request_fault
 from kafkasim.broker.server import KafkaServer
 from kafkasim.harness.faults import parse_disk_knobs
 from kafkasim.runtime.api import Coordination, Timer
@@ -120,6 +120,7 @@ class RealBrokerFaults:
         self.book = FaultBook(node.now_ms, node.monotonic_ms)  # the real world: now_ms is the wall clock
         self._undo: dict[str, Callable[[], None]] = {}
         self._timers: dict[str, Timer] = {}
+        self._rules: dict[str, RequestRule] = {}   # request faults' rules: their hit counts
 
     def world(self) -> str:
         return "real-broker"
@@ -185,7 +186,9 @@ class RealBrokerFaults:
             parse_request_fault("check", spec)
 
             def arm_request(f: ActiveFault) -> Callable[[], None]:
-                self.request_faults.add(parse_request_fault(f.fault_id, spec))
+                rule = parse_request_fault(f.fault_id, spec)
+                self._rules[f.fault_id] = rule
+                self.request_faults.add(rule)
                 return lambda: None if self.request_faults.remove(f.fault_id) else None
             return arm_request
         disk = self.node.fs.faults
@@ -220,27 +223,28 @@ class RealBrokerFaults:
         timer = self._timers.pop(fault_id, None)
         if timer is not None:
             timer.cancel()
+        self._sync_fired()   # first: the hit counts as they are, before the undo disarms the rule
         undo = self._undo.pop(fault_id, None)
         if undo is not None:
             undo()
-        self._sync_fired()
         fault = self.book.end(fault_id, how)
         if fault is not None:
             self.node.trace("control_fault_end", id=fault_id, how=how)
         return fault
 
     def _sync_fired(self) -> None:
-        """Request faults count their hits in the rule; a rule used up is a fault that expired."""
-        rules = {r.fault_id: r for r in self.request_faults.rules}
-        for fid, fault in list(self.book.active.items()):
-            if fault.spec.get("kind") in REQUEST_FAULT_KINDS:
-                rule = rules.get(fid)
-                if rule is not None:
-                    fault.fired = rule.fired
-                elif fid in self._undo:
-                    fault.fired = max(fault.fired, int(fault.spec.get("count", 1) or 1))
-                    self._undo.pop(fid)
-                    self.book.end(fid, "expired")
+        """Request faults count their hits in their rule; a rule used up is a fault that expired."""
+        armed = {r.fault_id for r in self.request_faults.rules}
+        for fid, rule in list(self._rules.items()):
+            fault = self.book.active.get(fid)
+            if fault is None:
+                del self._rules[fid]
+                continue
+            fault.fired = rule.fired
+            if fid not in armed:
+                del self._rules[fid]
+                self._undo.pop(fid, None)
+                self.book.end(fid, "expired")
 
     def heal(self, fault_id: str | None) -> list[ActiveFault]:
         self._sync_fired()
