@@ -16,7 +16,7 @@ from kafkasim.runtime.control_api import ActiveFault, FaultError
 from kafkasim.runtime.real.control_client import ControlClient, ControlError
 from kafkasim.runtime.real.control_server import ControlServer, asyncio_marshal, direct_marshal
 
-pytestmark = pytest.mark.real  # HTTP on 127.0.0.1
+pytestmark = pytest.mark.real
 
 
 class FakeBackend:
