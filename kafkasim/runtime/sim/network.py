@@ -207,6 +207,11 @@ class SimNetwork:
         self.clog_ms: dict[tuple[str, str], float] = {}
         self.streams: dict[str, list[SimStream]] = {}
         self._ports: dict[str, int] = {}
+        # The live world's advertised addresses: (host, port) a broker registers (127.0.0.1 and
+        # the real port real clients use) -> the simulated node listening for it, so brokers
+        # reach each other through the simulated network by the address Metadata gives out.
+        # Empty in a simulated run.
+        self.aliases: dict[tuple[str, int], str] = {}
         self.on_event: Callable[[str, dict[str, Any]], None] = lambda ev, f: None
 
     # -- topology and faults
@@ -277,6 +282,8 @@ class SimNetwork:
         return server
 
     async def connect(self, owner: Owner, src_host: str, host: str, port: int, timeout_ms: float) -> SimStream:
+        if self.aliases:
+            host = self.aliases.get((host, port), host)
         if not (self.path_up(src_host, host) and self.path_up(host, src_host)):
             await self.kernel.sleep(timeout_ms)
             raise RuntimeTimeout(f"connect to {host}:{port} timed out after {timeout_ms} ms")
