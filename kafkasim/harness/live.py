@@ -27,7 +27,7 @@ from kafkasim.harness.host import code_version
 from kafkasim.harness.inject import schedule_faults
 from kafkasim.harness.live_faults import LiveFaultBackend
 from kafkasim.harness.nemesis import with_concrete_faults
-from kafkasim.harness.scenario import Scenario, load_scenario
+from kafkasim.harness.scenario import Scenario, TopicSpec, load_scenario
 from kafkasim.protocol import errors as E
 from kafkasim.runtime.api import NodeRuntime
 from kafkasim.runtime.live.bridge import HOST
@@ -94,6 +94,7 @@ class LiveCluster:
         for i in range(n):
             self.cluster.add_broker(i)
         self.fired: list[dict[str, Any]] = []
+        self._admins = 0
         self._topics_ready = self.scenario is None or not self.scenario.topics
         if self.scenario is not None:
             self._start_scenario(self.scenario)
@@ -116,19 +117,46 @@ class LiveCluster:
         self.fired = schedule_faults(self.world, scenario, self.cluster, Owner("harness"))
 
     async def _create_topics(self, rt: NodeRuntime, scenario: Scenario) -> None:
-        cluster = ClientCluster(rt, self.bootstrap_servers, "admin")
         for t in scenario.topics:
+            await self._create_topic(rt, t)
+        self._topics_ready = True
+
+    async def _create_topic(self, rt: NodeRuntime, t: TopicSpec) -> int:
+        """CreateTopics until the cluster takes it, then wait for its leaders; the last error code."""
+        cluster = ClientCluster(rt, self.bootstrap_servers, "admin")
+        code = E.UNKNOWN_SERVER_ERROR
+        try:
             for _ in range(300):
                 try:
                     code = await cluster.create_topic(t.name, t.partitions, t.replication_factor, t.config)
                     if code in (E.NONE, E.TOPIC_ALREADY_EXISTS):
                         break
+                    if code in (E.INVALID_REPLICATION_FACTOR, E.INVALID_PARTITIONS, E.INVALID_CONFIG,
+                                E.INVALID_TOPIC_EXCEPTION, E.INVALID_REPLICA_ASSIGNMENT):
+                        return code  # asking again will not help
                 except Exception:  # brokers not up yet: connection refused or timed out
                     pass
                 await rt.sleep(200)
             await cluster.wait_for_topic(t.name)
-        cluster.close()
-        self._topics_ready = True
+            return code
+        finally:
+            cluster.close()
+
+    def create_topic(self, t: TopicSpec) -> list[int]:
+        """Start creating a topic from an admin node of the world; the list gets its error code
+        (Kafka's) when done. Call on the loop's thread (LiveLoop.call)."""
+        self._admins += 1
+        rt = self.world.add_node(f"admin-{self._admins}").runtime
+        box: list[int] = []
+
+        async def create() -> None:
+            box.append(await self._create_topic(rt, t))
+        rt.spawn(create(), name="create topic")
+        return box
+
+    def leader_of(self, topic: str, partition: int) -> str | None:
+        """God's eye: the broker node leading topic-partition now (on the loop's thread)."""
+        return self.cluster.leader_of(topic, partition)
 
     # ------------------------------------------------------------ reading
     @property

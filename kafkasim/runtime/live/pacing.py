@@ -120,6 +120,17 @@ class LiveLoop:
         self._wake()
         return done.result(timeout=CALL_TIMEOUT_S)
 
+    def wait_for(self, predicate: Callable[[], bool], timeout_s: float, poll_s: float = 0.05) -> bool:
+        """From another thread: poll `predicate` (run on the loop's thread) until it holds or
+        `timeout_s` passes; answers whether it held."""
+        deadline = time.monotonic() + timeout_s
+        while True:
+            if self.call(predicate):
+                return True
+            if time.monotonic() >= deadline:
+                return False
+            time.sleep(poll_s)
+
     def _wake(self) -> None:
         try:
             self._wake_w.send(b"x")
