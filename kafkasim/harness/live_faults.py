@@ -26,6 +26,7 @@ from kafkasim.harness.faults import FAULT_KINDS, Fault, parse_fault
 from kafkasim.harness.inject import PROCESS_KINDS, apply_fault
 from kafkasim.runtime.api import Timer
 from kafkasim.runtime.control_api import REQUEST_FAULT_KINDS, ActiveFault, FaultError
+from kafkasim.runtime.live.bridge import CLIENTS
 from kafkasim.runtime.sim.kernel import Owner
 from kafkasim.runtime.sim.world import SimWorld
 
@@ -65,6 +66,8 @@ class LiveFaultBackend:
             out[name] = {"role": "broker", "bootstrap": self._bootstrap_of(name),
                          "up": node.alive and not node.paused}
         out[self._world.zookeeper.host] = {"role": "zookeeper", "bootstrap": None, "up": True}
+        if CLIENTS in self._world.nodes:  # the live world: the node standing for every real client
+            out[CLIENTS] = {"role": "client", "bootstrap": None, "up": True, "members": len(self._clients())}
         for name in self._clients():
             out[name] = {"role": "client", "bootstrap": None, "up": self._world.nodes[name].alive}
         return out
@@ -187,6 +190,9 @@ class LiveFaultBackend:
                 raise FaultError(400, f"a {kind} fault cannot target {zk!r} (only isolate, partition, block and "
                                       f"clog can)")
             return name
+        if name == CLIENTS and kind in PROCESS_KINDS:
+            raise FaultError(400, f"{CLIENTS!r} stands for every real client's network link: a {kind} fault "
+                                  f"needs one client-<n> node (only isolate, partition, block and clog take it)")
         if name not in self._world.nodes or name not in self.nodes():
             raise FaultError(404, f"unknown node {name!r} (nodes: {', '.join(self.nodes())}; roles: {ROLE_HELP})")
         return name

@@ -14,11 +14,16 @@ opens a simulated stream to B. Two tasks on that node carry the bytes:
 
 so the simulated network's latency, partitions, clogs and one-way blocks act on a client's link
 as on any other (`isolate broker-1` cuts it from client-3; `partition [[client-3], [broker-0]]`
-stalls its bytes, which TCP-like retransmission delivers once healed). Endings map both ways:
+stalls its bytes, which TCP-like retransmission delivers once healed). Every client node is a
+member of the node `clients` (SimNetwork.groups): `partition [["clients"], ["broker-0"]]` cuts
+every real client from broker-0, including connections made while it holds. Endings map both ways:
 the real client's FIN is the stream's FIN; the broker's FIN closes the real socket after what
 was sent; a reset (a killed broker) resets the real socket (SO_LINGER 0); a power loss sends
 nothing, and the real client must time out, as on a real network. A connect the simulated
-network refuses or times out resets the real connection.
+network refuses or times out (retried as SYNs are, for 30 s) resets the real connection: the
+real client's own connect has already succeeded (the bridge accepted it), so it sees a
+connection that answers nothing and then resets, where a real partition would show a connect
+that hangs.
 """
 
 from __future__ import annotations
@@ -33,7 +38,9 @@ from kafkasim.runtime.live.pacing import LiveLoop
 from kafkasim.runtime.sim.world import SimNodeRuntime, SimWorld
 
 HOST = "127.0.0.1"
+CLIENTS = "clients"
 CONNECT_TIMEOUT_MS = 30_000.0
+SYN_RETRY_MS = 1_000.0
 MAX_FRAME = 1 << 30
 RECV_BYTES = 1 << 18
 
@@ -45,6 +52,9 @@ class LiveBridge:
         self.conns: dict[str, BridgedConnection] = {}  # client node -> its connection (open ones)
         self._listeners: list[socket.socket] = []
         self._n = 0
+        # Every real connection's node is a member of this one (SimNetwork.groups): a fault
+        # naming "clients" acts on all of them, those accepted later included.
+        world.add_node(CLIENTS)
 
     def bind(self, node: str, port: int = 0) -> int:
         """A real listener for broker `node` (port 0: any free one); returns the real port, the
@@ -75,6 +85,7 @@ class LiveBridge:
         self._n += 1
         name = f"client-{self._n}"
         node = self.world.add_node(name)
+        self.world.net.groups[name] = CLIENTS
         conn = BridgedConnection(self, sock, name, port)
         self.conns[name] = conn
         self.world.emit("bridge", "client_connect", {"client": name, "peer": f"{addr[0]}:{addr[1]}",
@@ -177,7 +188,7 @@ class BridgedConnection:
     async def uplink(self, rt: SimNodeRuntime) -> None:
         stream: Stream | None = None
         try:
-            stream = await rt.net.connect(HOST, self.port, CONNECT_TIMEOUT_MS)
+            stream = await self._connect(rt)
             rt.spawn(self.downlink(stream), name="bridge downlink")
             while not self.closed:
                 if self.inbox:
@@ -197,6 +208,20 @@ class BridgedConnection:
                 self.abort("client node crashed")  # a fault crashed this client's node
             elif self.closed and stream is not None and not stream.is_closed():
                 stream.close()  # the real side went away: the broker sees the connection close
+
+    async def _connect(self, rt: SimNodeRuntime) -> Stream:
+        """Connect as TCP does across a path that may be cut: the SYN is retransmitted after 1 s,
+        then 2 s, 4 s, ... (Linux's backoff) until CONNECT_TIMEOUT_MS, so a connection made
+        while a partition holds goes through soon after it heals."""
+        wait, spent = SYN_RETRY_MS, 0.0
+        while True:
+            try:
+                return await rt.net.connect(HOST, self.port, min(wait, CONNECT_TIMEOUT_MS - spent))
+            except RuntimeTimeout:
+                spent += wait
+                wait *= 2
+                if spent >= CONNECT_TIMEOUT_MS or self.closed:
+                    raise
 
     async def downlink(self, stream: Stream) -> None:
         try:

@@ -15,7 +15,7 @@ import pytest
 
 pytestmark = pytest.mark.real
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 
 USER_TESTS = '''
 import time
