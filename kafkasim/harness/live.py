@@ -253,7 +253,7 @@ def serve_sim(opts: LiveOptions, say: Any = print) -> int:
     """The CLI's driver: build, print where everything is, serve until SIGINT/SIGTERM, report."""
     live = LiveCluster(opts)
     live.loop.stop_on_signals()
-    what = f"scenario {live.scenario.name}" if live.scenario else f"{len(live.cluster.servers)} brokers"
+    what = f"scenario {live.scenario.name}" if live.scenario else f"{len(live.cluster.servers)} broker(s)"
     say(f"kafkasim live world ({what}, seed {opts.seed}): bootstrap servers {live.bootstrap_servers}", flush=True)
     if live.start_control():
         say(f"fault control plane on http://{live.control_address}/v1/", flush=True)
