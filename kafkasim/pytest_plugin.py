@@ -164,7 +164,8 @@ class LiveKafkasimCluster(KafkasimCluster):
 
 class RealKafkasimCluster(KafkasimCluster):
     """Real ZooKeeper and `kafkasim serve` processes (real/cluster/cluster.py). Faults by node name
-    (broker-<id>): kill (SIGKILL), restart, pause (SIGSTOP, SIGCONT on heal)."""
+    (broker-<id>): kill (SIGKILL), restart, pause (SIGSTOP; its duration is not timed here: the
+    broker stays stopped until heal() sends SIGCONT). Roles and the other kinds need the live world."""
 
     world = "real"
 

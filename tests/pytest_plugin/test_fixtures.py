@@ -85,6 +85,43 @@ def test_refused_faults_change_nothing(kafkasim_session_cluster):
     assert c.active() == [] and c.history() == []
 '''
 
+REAL_WORLD_TEST = '''
+import pytest
+from confluent_kafka import Producer
+
+from kafkasim.runtime.control_api import FaultError
+
+
+@pytest.mark.kafkasim(world="real", brokers=2)
+def test_real_processes(kafkasim_cluster):
+    c = kafkasim_cluster
+    assert c.world == "real"
+    producer = Producer({"bootstrap.servers": c.bootstrap_servers, "acks": "all"})
+    errors = []
+    producer.produce("r", b"x", callback=lambda err, msg: errors.append(err))
+    assert producer.flush(30) == 0 and errors == [None]
+    with pytest.raises(FaultError) as power:
+        c.power_loss("broker-0")          # a real process cannot lose power
+    assert power.value.status == 409
+    c.kill("broker-1")
+    c.pause("broker-0", 1000)
+    assert {h["node"] for h in c.heal()} == {"broker-0", "broker-1"}
+    producer.produce("r", b"y", callback=lambda err, msg: errors.append(err))
+    assert producer.flush(60) == 0 and errors == [None, None]
+'''
+
+
+def run_user_tests(tmp_path: Path, source: str) -> str:
+    (tmp_path / "test_users.py").write_text(source)
+    env = dict(os.environ, PYTHONPATH=str(REPO), PYTEST_DISABLE_PLUGIN_AUTOLOAD="1")
+    proc = subprocess.run(
+        [sys.executable, "-m", "pytest", "-q", "-p", "kafkasim.pytest_plugin", "-p", "no:cacheprovider",
+         "--basetemp", str(tmp_path / "base"), str(tmp_path / "test_users.py")],
+        cwd=tmp_path, env=env, capture_output=True, text=True, timeout=600)
+    out = proc.stdout + proc.stderr
+    assert proc.returncode == 0, out[-6000:]
+    return out
+
 
 def test_the_plugin_is_a_pytest11_entry_point() -> None:
     project = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]
@@ -93,14 +130,14 @@ def test_the_plugin_is_a_pytest11_entry_point() -> None:
 
 def test_a_users_test_sees_its_producer_survive_a_leader_power_loss(tmp_path: Path) -> None:
     pytest.importorskip("confluent_kafka")
-    (tmp_path / "test_users_producer.py").write_text(USER_TESTS)
-    env = dict(os.environ, PYTHONPATH=str(REPO), PYTEST_DISABLE_PLUGIN_AUTOLOAD="1")
-    proc = subprocess.run(
-        [sys.executable, "-m", "pytest", "-q", "-p", "kafkasim.pytest_plugin", "-p", "no:cacheprovider",
-         "--basetemp", str(tmp_path / "base"), str(tmp_path / "test_users_producer.py")],
-        cwd=tmp_path, env=env, capture_output=True, text=True, timeout=600)
-    out = proc.stdout + proc.stderr
-    assert proc.returncode == 0, out[-6000:]
+    out = run_user_tests(tmp_path, USER_TESTS)
     assert "2 passed" in out, out[-3000:]
     runs = list((tmp_path / "base").rglob("run.json"))
     assert len(runs) == 2, runs  # each cluster wrote its run.json
+
+
+def test_world_real_starts_real_processes_with_real_zookeeper(tmp_path: Path, zookeeper: object) -> None:
+    """`zookeeper` only checks that Debian's ZooKeeper is installed (the cluster starts its own)."""
+    pytest.importorskip("confluent_kafka")
+    out = run_user_tests(tmp_path, REAL_WORLD_TEST)
+    assert "1 passed" in out, out[-3000:]
