@@ -99,7 +99,7 @@ class LiveCluster:
         if self.scenario is not None:
             self._start_scenario(self.scenario)
         self.backend = LiveFaultBackend(self.world, self.cluster, self.bootstrap_of,
-                                        lambda: sorted(self.bridge.conns), self.loop.epoch_ms)
+                                        self.bridge.describe_clients, self.loop.epoch_ms)
         self.control: ControlServer | None = None
         if opts.control_port is not None:
             self.control = ControlServer(self.backend, self.loop.call, port=opts.control_port)

@@ -42,9 +42,11 @@ def _fail(key: str, expected: str, got: Any) -> Exception:
 
 class LiveFaultBackend:
     def __init__(self, world: SimWorld, cluster: SimCluster, bootstrap_of: Callable[[str], str | None],
-                 clients: Callable[[], list[str]], epoch_ms: Callable[[], float]) -> None:
+                 clients: Callable[[], dict[str, dict[str, Any]]], epoch_ms: Callable[[], float]) -> None:
         """`bootstrap_of(node)`: the real host:port of a broker node; `clients()`: the client
-        nodes with an open real connection; `epoch_ms()`: the wall clock."""
+        nodes with an open real connection -> what to show of each (its real peer address and
+        the broker it reached, so a test can tell its own connections apart); `epoch_ms()`: the
+        wall clock."""
         self._world, self._cluster = world, cluster
         self._bootstrap_of, self._clients, self._epoch_ms = bootstrap_of, clients, epoch_ms
         self._owner = Owner("control")  # owns the duration timers
@@ -68,8 +70,8 @@ class LiveFaultBackend:
         out[self._world.zookeeper.host] = {"role": "zookeeper", "bootstrap": None, "up": True}
         if CLIENTS in self._world.nodes:  # the live world: the node standing for every real client
             out[CLIENTS] = {"role": "client", "bootstrap": None, "up": True, "members": len(self._clients())}
-        for name in self._clients():
-            out[name] = {"role": "client", "bootstrap": None, "up": self._world.nodes[name].alive}
+        for name, info in self._clients().items():
+            out[name] = {"role": "client", "bootstrap": None, "up": self._world.nodes[name].alive, **info}
         return out
 
     def active(self) -> list[ActiveFault]:

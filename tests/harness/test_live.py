@@ -86,6 +86,10 @@ def test_serve_sim_runs_a_scenarios_faults_under_a_real_client(tmp_path: Path) -
         client = ControlClient(control.group(1))
         nodes = client.nodes()
         assert nodes["broker-0"]["bootstrap"] == servers[0] and nodes["clients"]["role"] == "client"
+        conns = {k: v for k, v in nodes.items() if k.startswith("client-")}
+        assert conns and all(v["peer"].startswith("127.0.0.1:") and v["broker"].startswith("broker-")
+                             for v in conns.values())
+        assert sum(v["bytes_in"] for v in conns.values()) > 100 * 10  # the producer's requests went through
         paused = client.add({"kind": "pause", "targets": ["controller"], "duration_ms": 500})
         assert paused["targets"][0].startswith("broker-")
         time.sleep(1.0)

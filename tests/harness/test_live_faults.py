@@ -17,7 +17,7 @@ pytestmark = pytest.mark.sim
 
 
 def backend(c: Cluster) -> LiveFaultBackend:
-    return LiveFaultBackend(c.world, c.sim, lambda n: f"127.0.0.1:{9092 + int(n[-1])}", lambda: [],
+    return LiveFaultBackend(c.world, c.sim, lambda n: f"127.0.0.1:{9092 + int(n[-1])}", lambda: {},
                             lambda: 1_000.0 + c.world.now_ms())
 
 

@@ -87,10 +87,17 @@ class LiveBridge:
         node = self.world.add_node(name)
         self.world.net.groups[name] = CLIENTS
         conn = BridgedConnection(self, sock, name, port)
+        conn.peer = f"{addr[0]}:{addr[1]}"
         self.conns[name] = conn
         self.world.emit("bridge", "client_connect", {"client": name, "peer": f"{addr[0]}:{addr[1]}",
                                                      "broker": self.world.net.aliases[(HOST, port)]})
         node.runtime.spawn(conn.uplink(node.runtime), name="bridge uplink")
+
+    def describe_clients(self) -> dict[str, dict[str, Any]]:
+        """Open connections: client node -> its real peer address and the broker it reached."""
+        return {name: {"peer": c.peer, "broker": self.world.net.aliases[(HOST, c.port)],
+                       "bytes_in": c.bytes_in, "bytes_out": c.bytes_out}
+                for name, c in sorted(self.conns.items())}
 
     def forget(self, conn: BridgedConnection, how: str) -> None:
         if self.conns.pop(conn.name, None) is not None:
@@ -117,6 +124,7 @@ class BridgedConnection:
         self.closed = False
         self._waiter: Any = None   # the uplink's SimFuture while it waits for bytes
         self.bytes_in = self.bytes_out = 0
+        self.peer = ""             # the real client's host:port
         bridge.loop.register(sock, selectors.EVENT_READ, self._on_io)
 
     # ------------------------------------------------------------ real side (loop thread)
