@@ -8,6 +8,8 @@ its default).
   kafkasim shrink RUN_JSON                          minimise a failing run to a new scenario file
   kafkasim serve --port P --log-dir DIR [--zookeeper HOST:PORT] [--broker-id N] [--config K=V ...]
                                                     the same broker on real sockets and disks
+  kafkasim serve --sim --brokers N [--scenario FILE] [--seed S] [--port-base P] [--control-port P]
+                                                    the simulated cluster on real 127.0.0.1 ports
   kafkasim cluster up --brokers N --dir DIR [--config K=V ...] | cluster down --dir DIR
                                                     real ZooKeeper + N `kafkasim serve` (real/cluster)
   kafkasim cluster kill|restart|pause|resume|partition|heal --broker N [--duration-ms D] --dir DIR
@@ -231,6 +233,10 @@ def _cmd_serve(args: argparse.Namespace) -> int:
         BrokerConfig.from_properties(configs)  # names and values checked before anything starts
     except (UnknownConfigError, ConfigValueError) as exc:
         raise UsageError(f"serve: --config: {exc}") from None
+    if args.sim:
+        return _cmd_serve_sim(args, configs)
+    if not args.log_dir:
+        raise UsageError("serve: --log-dir is required (or --sim for the simulated cluster)")
     bugs = _seeded_bugs()
     try:
         return serve(args.port, args.log_dir, args.zookeeper, args.broker_id, args.host, args.trace, configs, bugs,
@@ -241,6 +247,27 @@ def _cmd_serve(args: argparse.Namespace) -> int:
                              f"choose a free --port)") from None
         if exc.errno in (errno.EACCES, errno.EPERM, errno.ENOENT, errno.ENOTDIR, errno.EROFS):
             raise UsageError(f"serve: {exc.filename or args.log_dir}: {exc.strerror}") from None
+        raise
+
+
+def _cmd_serve_sim(args: argparse.Namespace, configs: dict[str, str]) -> int:
+    from kafkasim.config import UnknownConfigError
+    from kafkasim.config.types import ConfigValueError
+    from kafkasim.harness.live import LiveOptions, serve_sim
+
+    if args.brokers is not None and args.brokers < 1:
+        raise UsageError(f"serve --sim: --brokers must be >= 1, not {args.brokers}")
+    opts = LiveOptions(brokers=args.brokers or 0, seed=args.seed, scenario_path=args.scenario,
+                       port_base=args.port_base, configs=configs, out_dir=args.out or "",
+                       control_port=None if args.control_port < 0 else args.control_port)
+    try:
+        return serve_sim(opts)
+    except (ValueError, UnknownConfigError, ConfigValueError) as exc:  # ScenarioError is a ValueError
+        raise UsageError(f"serve --sim: {exc}") from None
+    except OSError as exc:
+        if exc.errno == errno.EADDRINUSE:
+            raise UsageError(f"serve --sim: a broker port from --port-base {args.port_base} or --control-port "
+                             f"{args.control_port} is in use (choose other ports)") from None
         raise
 
 
@@ -449,7 +476,7 @@ def _add_real_commands(sub: Any) -> None:
     s = _sub(sub, "serve", "run a broker on real sockets and disk")
     s.add_argument("--port", type=int, default=9092, help="listener port (0: any free port)")
     s.add_argument("--host", default="127.0.0.1", help="listener address")
-    s.add_argument("--log-dir", required=True, help="where the partition logs go (required)")
+    s.add_argument("--log-dir", help="where the partition logs go (required without --sim)")
     s.add_argument("--zookeeper", help="HOST:PORT of a real ZooKeeper (default: an embedded store)")
     s.add_argument("--broker-id", type=int, default=0, help="broker.id")
     s.add_argument("--trace", help="write the broker's trace (JSON lines) to this file (default: none)")
@@ -458,6 +485,15 @@ def _add_real_commands(sub: Any) -> None:
     s.add_argument("--config", action="append", default=[], type=_key_value, metavar="KEY=VALUE",
                    help="a broker config by its server.properties name (repeatable), e.g. "
                         "group.initial.rebalance.delay.ms=0")
+    s.add_argument("--sim", action="store_true",
+                   help="the simulated cluster paced to the wall clock, each broker on a real 127.0.0.1 port")
+    s.add_argument("--brokers", type=int, help="--sim: number of brokers (default 1, or the scenario's)")
+    s.add_argument("--scenario", help="--sim: a scenario TOML: its cluster, topics and [[faults]] timeline")
+    s.add_argument("--seed", type=int, default=1, help="--sim: the world's seed (default 1)")
+    s.add_argument("--port-base", type=int, default=0, help="--sim: broker i on port P+i (default: free ports)")
+    s.add_argument("--control-port", type=int, default=0,
+                   help="--sim: the fault control plane's port (default: a free port, printed; -1: none)")
+    s.add_argument("--out", help="--sim: where run.json and trace.jsonl go (default reports/live/<name>-seed-<S>)")
     s.set_defaults(fn=_cmd_serve)
     cl = _sub(sub, "cluster", "start or stop a real cluster: ZooKeeper + N kafkasim serve")
     cl.add_argument("action", choices=["up", "down", "kill", "restart", "pause", "resume", "partition", "heal",

@@ -42,10 +42,11 @@ def _names(world: SimWorld, cluster: SimCluster, targets: list[str], fresh: bool
 
 
 def apply_fault(world: SimWorld, cluster: SimCluster, fault: Fault, harness: Owner | None = None,
-                fired: list[dict[str, Any]] | None = None) -> None:
+                fired: list[dict[str, Any]] | None = None) -> Undo:
     """Inject one fault now; role targets resolve now. With duration_ms, schedule its undo.
     `fired` gets one record per fault: when it fired and the nodes it hit (run.json's
-    `faults_fired`)."""
+    `faults_fired`). Returns the undo (None: nothing to undo), for a caller that lifts the fault
+    itself (the live world's control plane, with duration_ms 0)."""
     desc = fault.describe()
     fresh = fault.kind not in ("restart", "disk_clear")  # these act on whom the role last was
     targets = _names(world, cluster, fault.targets, fresh)
@@ -71,6 +72,7 @@ def apply_fault(world: SimWorld, cluster: SimCluster, fault: Fault, harness: Own
             undo()
 
         world.kernel.call_later(harness or Owner("harness"), fault.duration_ms, lift)
+    return undo
 
 
 def _crash(world: SimWorld, cluster: SimCluster, f: Fault, targets: list[str], _s: list[list[str]]) -> Undo:
@@ -205,7 +207,9 @@ def validate_targets(world: SimWorld, scenario: Scenario) -> None:
 
 def _firing(world: SimWorld, cluster: SimCluster, fault: Fault, harness: Owner,
             fired: list[dict[str, Any]]) -> Callable[[], None]:
-    return lambda: apply_fault(world, cluster, fault, harness, fired)
+    def fire() -> None:
+        apply_fault(world, cluster, fault, harness, fired)
+    return fire
 
 
 def schedule_faults(world: SimWorld, scenario: Scenario, cluster: SimCluster,

@@ -281,6 +281,12 @@ class SimKernel:
         at = self._now + ms if ms > 0 else self._now
         heapq.heappush(self._queue, (at, priority, next(self._seq), fn, arg))
 
+    def next_due_ms(self) -> float | None:
+        """When the earliest queued entry is due (None: nothing queued). The live world
+        (runtime/live/pacing.py) sleeps until then on the wall clock instead of jumping there;
+        a simulated run never asks."""
+        return self._queue[0][0] if self._queue else None
+
     def future(self) -> SimFuture:
         return SimFuture(self)
 

@@ -207,15 +207,32 @@ class SimNetwork:
         self.clog_ms: dict[tuple[str, str], float] = {}
         self.streams: dict[str, list[SimStream]] = {}
         self._ports: dict[str, int] = {}
+        # The live world's advertised addresses: (host, port) a broker registers (127.0.0.1 and
+        # the real port real clients use) -> the simulated node listening for it, so brokers
+        # reach each other through the simulated network by the address Metadata gives out.
+        # Empty in a simulated run.
+        self.aliases: dict[tuple[str, int], str] = {}
+        # The live world's client group: a real connection's node -> the node standing for every
+        # real client ("client-7" -> "clients"), so a cut or clog made to the group (an isolate
+        # of a broker cuts every node, the group's included) also holds for connections accepted
+        # after it, and lifts with it. Empty in a simulated run.
+        self.groups: dict[str, str] = {}
         self.on_event: Callable[[str, dict[str, Any]], None] = lambda ev, f: None
 
     # -- topology and faults
     def path_up(self, src: str, dst: str) -> bool:
-        return (src, dst) not in self.blocked
+        if (src, dst) in self.blocked:
+            return False
+        if self.groups:
+            return (self.groups.get(src, src), self.groups.get(dst, dst)) not in self.blocked
+        return True
 
     def delay(self, src: str, dst: str) -> float:
         lo, hi = self.latency_ms
-        return lo + (hi - lo) * self.rng.random() + self.clog_ms.get((src, dst), 0.0)
+        clog = self.clog_ms.get((src, dst), 0.0)
+        if self.groups and not clog:
+            clog = self.clog_ms.get((self.groups.get(src, src), self.groups.get(dst, dst)), 0.0)
+        return lo + (hi - lo) * self.rng.random() + clog
 
     def block(self, src: str, dst: str) -> None:
         self.blocked[(src, dst)] = self.blocked.get((src, dst), 0) + 1
@@ -277,6 +294,8 @@ class SimNetwork:
         return server
 
     async def connect(self, owner: Owner, src_host: str, host: str, port: int, timeout_ms: float) -> SimStream:
+        if self.aliases:
+            host = self.aliases.get((host, port), host)
         if not (self.path_up(src_host, host) and self.path_up(host, src_host)):
             await self.kernel.sleep(timeout_ms)
             raise RuntimeTimeout(f"connect to {host}:{port} timed out after {timeout_ms} ms")
