@@ -131,9 +131,10 @@ class LiveFaultBackend:
         if not isinstance(spec, dict):
             raise FaultError(400, "a fault spec is a JSON object")
         kind = spec.get("kind")
-        if kind in REQUEST_FAULT_KINDS:
-            raise FaultError(409, f"{kind!r}: request-level faults are not available in the live world yet "
-                                  f"(its kinds: {', '.join(FAULT_KINDS)})")
+        if kind in REQUEST_FAULT_KINDS and not spec.get("targets"):
+            # A request-level fault without targets acts on every broker, as librdkafka's mock
+            # cluster and kfake apply theirs cluster-wide.
+            spec = {**spec, "targets": sorted(self._cluster.servers)}
         if kind not in FAULT_KINDS:
             raise FaultError(404, f"unknown fault kind {kind!r} (the live world's kinds: {', '.join(FAULT_KINDS)})")
         for k in SCHEDULE_ONLY_KEYS:

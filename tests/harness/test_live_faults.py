@@ -8,6 +8,7 @@ from typing import Any
 
 import pytest
 
+from kafkasim.client.producer import Producer, ProducerConfig
 from kafkasim.harness.live_faults import LiveFaultBackend
 from kafkasim.runtime.api import NodeRuntime
 from kafkasim.runtime.control_api import FaultError
@@ -34,7 +35,7 @@ def test_bad_specs_are_refused_and_change_nothing() -> None:
         traced = c.world.trace.count
         out = [refused(b, s) for s in (
             {"kind": "explode"},
-            {"kind": "request_error", "api_key": 0, "error_code": 6},
+            {"kind": "request_error", "api_key": 0, "error_code": 6, "targets": ["broker-7"]},
             {"kind": "crash", "targets": ["broker-0"], "at_ms": 5},
             {"kind": "crash", "targets": ["broker-9"]},
             {"kind": "crash", "targets": ["broker-0", "leader:nope-0"]},   # the second fails: none acts
@@ -49,7 +50,7 @@ def test_bad_specs_are_refused_and_change_nothing() -> None:
         return out
 
     out = run_cluster(body)
-    assert [s for s, _ in out] == [404, 409, 400, 404, 409, 404, 400, 400, 400]
+    assert [s for s, _ in out] == [404, 404, 400, 404, 409, 404, 400, 400, 400]
     assert "unknown fault kind 'explode'" in out[0][1]
     assert "broker-9" in out[3][1] and "broker-0" in out[3][1]  # names the nodes there are
     assert "no holder" in out[4][1]
@@ -109,3 +110,34 @@ def test_a_group_coordinator_role_names_the_leader_of_its_offsets_partition() ->
 
     got, expected = run_cluster(body)
     assert expected is not None and got == expected
+
+
+def test_a_request_error_without_targets_arms_every_broker_and_the_producer_retries_through_it() -> None:
+    """The control plane's request-level kinds reach the live world's brokers: 4 Produce answers
+    of NOT_LEADER_OR_FOLLOWER on each broker, kafkasim's producer retries through them, every
+    record lands once, and healing removes what has not fired."""
+
+    async def body(c: Cluster, rt: NodeRuntime) -> dict[str, Any]:
+        await c.create_topic(rt, "t", 1, 3)
+        assert await c.wait_until(rt, lambda: c.leader_id("t", 0) >= 0)
+        b = backend(c)
+        af = b.apply({"kind": "request_error", "api_key": "Produce", "error_code": "NOT_LEADER_OR_FOLLOWER",
+                      "count": 4})
+        armed = {n: len(s.request_faults.rules) for n, s in c.sim.servers.items()}
+        producer = Producer(rt, "broker-0:9092,broker-1:9092,broker-2:9092",
+                            ProducerConfig(acks=-1, linger_ms=0, retry_backoff_ms=10))
+        await producer.start(["t"])
+        offsets = [(await producer.send("t", f"v{i}".encode(), partition=0)).offset for i in range(6)]
+        producer.close()
+        leader = f"broker-{c.leader_id('t', 0)}"
+        left_on_leader = len(c.sim.servers[leader].request_faults.rules)
+        b.heal(None)
+        return {"targets": af.resolved_targets, "armed": armed, "offsets": offsets, "leader_left": left_on_leader,
+                "after_heal": {n: len(s.request_faults.rules) for n, s in c.sim.servers.items()}}
+
+    r = run_cluster(body)
+    assert r["targets"] == ["broker-0", "broker-1", "broker-2"]
+    assert r["armed"] == {"broker-0": 1, "broker-1": 1, "broker-2": 1}
+    assert r["offsets"] == list(range(6))
+    assert r["leader_left"] == 0           # the leader answered its 4 errors, then the rule was spent
+    assert r["after_heal"] == {"broker-0": 0, "broker-1": 0, "broker-2": 0}
