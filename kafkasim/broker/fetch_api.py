@@ -31,6 +31,7 @@ from kafkasim.broker.fetch_session import (
     FetchContext,
     FetchManager,
     FetchSessionCache,
+    FullFetchContext,
     PartitionRequest,
     ShardOutOfRange,
     TopicIdPartition,
@@ -120,6 +121,7 @@ class FetchApi:
         # The session decides which partitions an incremental answer carries (on the data as
         # read: KafkaApis converts after FetchContext.updateAndGenerateResponseData).
         error, response_session_id, parts = context.generate(parts, self.rt.now_ms())
+        self._trace_session(context, error, session_id, response_session_id, replica_id)
         by_tp = {w.tp: w for w in wanted}
         converted = [(tp, self._maybe_convert(by_tp[tp], pd, version, replica_id >= 0)) for tp, pd in parts]
         topics: list[Any] = []
@@ -130,6 +132,15 @@ class FetchApi:
                 topics.append(FT(topic=name or "", topic_id=topic_id, partitions=[pd]))
         return FetchResponse(throttle_time_ms=0, error_code=error, session_id=response_session_id, responses=topics,
                              node_endpoints=self._node_endpoints(converted) if version >= 16 else [])
+
+    def _trace_session(self, context: FetchContext, error: int, asked: int, answered: int, replica_id: int) -> None:
+        """A session created or refused (not every incremental fetch: a consumer makes several a
+        second)."""
+        if isinstance(context, FullFetchContext) and answered != INVALID_SESSION_ID:
+            self.rt.trace("fetch_session_created", session_id=answered, replica=replica_id,
+                          partitions=len(list(context.partitions())), sessions=self.fetch_manager.cache.size)
+        elif error != E.NONE:
+            self.rt.trace("fetch_session_error", session_id=asked, error=error, replica=replica_id)
 
     def _topic_names(self) -> dict[bytes, str]:
         return {m.topic_id: m.name for m in self.metadata_cache.topics.values() if m.topic_id != ZERO_UUID}
