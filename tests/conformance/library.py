@@ -105,6 +105,8 @@ def produce_scenarios() -> dict[str, Callable[[int], Optional[list[Step]]]]:
         "bad_acks": lambda v: [create(topic0), Step(lambda c: produce_req(c.topic(0), records(1, magic(v)), acks=2))],
         "oversized": lambda v: [create(topic0, configs={"max.message.bytes": "1000"}),
                                 Step(lambda c: produce_req(c.topic(0), records(1, magic(v), size=3000)))],
+        "log_append_time": lambda v: [create(topic0, configs={"message.timestamp.type": "LogAppendTime"}),
+                                      Step(lambda c: produce_req(c.topic(0), records(2, magic(v))))],
         "corrupt_crc": lambda v: [create(topic0), Step(lambda c: produce_req(c.topic(0), _corrupt(records(2, magic(v)))))],
         # InitProducerId is retried until it gives a producer id: a fresh Kafka's first answer
         # can be an error with producer id -1, and batches with pid -1 are not idempotent at all
