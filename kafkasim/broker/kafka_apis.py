@@ -249,16 +249,15 @@ class KafkaApis:
                 if null_configs and self.metadata_cache.topic(t.name) is None:
                     raise TopicError(E.INVALID_CONFIG, f"Null value not supported for topic configs: "
                                      f"{','.join(null_configs)}")
-                n, rf = await self.topic_admin.create_topic(t.name, t.num_partitions, t.replication_factor, assignment,
-                                             configs, validate_only=req.validate_only)
+                n, rf, topic_id = await self.topic_admin.create(t.name, t.num_partitions, t.replication_factor,
+                                                                assignment, configs, validate_only=req.validate_only)
                 # From v5 the answer carries the topic's configs (ZkAdminManager.createTopics), and
-                # the topic id read back from ZooKeeper once created (populateIds).
-                r = R(name=t.name, topic_id=ZERO_UUID, error_code=E.NONE, error_message=None, num_partitions=n,
+                # the new topic's id at once, before any broker knows the topic (populateIds).
+                r = R(name=t.name, topic_id=topic_id, error_code=E.NONE, error_message=None, num_partitions=n,
                       replication_factor=rf,
                       configs=await self._created_topic_configs(configs) if header.request_api_version >= 5 else [])
                 results.append(r)
                 if not req.validate_only:
-                    r.topic_id = await self.topic_admin.topic_id(t.name)
                     waiting.append((r, t.name, n))
             except TopicError as exc:
                 results.append(R(name=t.name, topic_id=ZERO_UUID, error_code=exc.error_code, error_message=str(exc),

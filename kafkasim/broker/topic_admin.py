@@ -32,11 +32,20 @@ class TopicAdmin:
     async def create_topic(self, name: str, num_partitions: int, replication_factor: int,
                            assignment: dict[int, list[int]] | None, configs: dict[str, str],
                            validate_only: bool = False) -> tuple[int, int]:
+        """create() without the topic id: (partitions, replication factor)."""
+        n, rf, _ = await self.create(name, num_partitions, replication_factor, assignment, configs, validate_only)
+        return n, rf
+
+    async def create(self, name: str, num_partitions: int, replication_factor: int,
+                     assignment: dict[int, list[int]] | None, configs: dict[str, str],
+                     validate_only: bool = False) -> tuple[int, int, bytes]:
         """Validate and create a topic: its config and assignment znodes (Kafka's
         AdminZkClient.createTopicWithAssignment); the controller, watching /brokers/topics,
-        gives its partitions leaders. Returns (partitions, replication factor). The checks come
-        in ZkAdminManager.createTopics' order: exists, both counts and an assignment, then
-        AdminZkClient.validateTopicCreate (name, assignment shape, LogConfig.validate)."""
+        gives its partitions leaders. Returns (partitions, replication factor, topic id — the
+        one written to /brokers/topics/<name>, which ZkAdminManager.populateIds reads back;
+        zeros when validate_only). The checks come in ZkAdminManager.createTopics' order:
+        exists, both counts and an assignment, then AdminZkClient.validateTopicCreate (name,
+        assignment shape, LogConfig.validate)."""
         if self.metadata_cache.topic(name) is not None:
             raise TopicError(E.TOPIC_ALREADY_EXISTS, f"Topic '{name}' already exists.")
         if assignment is None:
@@ -49,17 +58,11 @@ class TopicAdmin:
         validate_topic_create(name, assignment, configs)
         rf = len(next(iter(assignment.values())))
         if validate_only:
-            return len(assignment), rf
-        await self.kzk.create_topic(name, assignment, configs)
+            return len(assignment), rf, bytes(16)
+        created = await self.kzk.create_topic(name, assignment, configs)
         self.rt.trace("topic_created", topic=name, partitions=len(assignment), replication_factor=rf,
                       assignment={str(p): r for p, r in sorted(assignment.items())})
-        return len(assignment), rf
-
-    async def topic_id(self, name: str) -> bytes:
-        """The topic id in /brokers/topics/<name> (ZkAdminManager.populateIds reads it from
-        ZooKeeper right after creating the topic, before any broker knows the topic), or zeros."""
-        assignment = await self.kzk.topic_assignment(name)
-        return Z.uuid_from_str(assignment.topic_id) if assignment is not None and assignment.topic_id else bytes(16)
+        return len(assignment), rf, Z.uuid_from_str(created.topic_id)
 
     def _assign_replicas(self, partitions: int, rf: int) -> dict[int, list[int]]:
         """AdminUtils.assignReplicasToBrokers over the live brokers, sorted by id (Kafka
