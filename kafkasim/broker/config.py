@@ -115,6 +115,7 @@ class BrokerConfig(TransactionConfig, GroupCoordinatorConfig, ControllerConfig, 
     connections_max_idle_ms: int = setting("connections.max.idle.ms")
     zookeeper_session_timeout_ms: int = setting("zookeeper.session.timeout.ms")
     fetch_max_bytes: int = setting("fetch.max.bytes")
+    max_incremental_fetch_session_cache_slots: int = setting("max.incremental.fetch.session.cache.slots")
     message_max_bytes: int = setting("message.max.bytes")
     # Topic config defaults (the broker synonyms of LogConfig's fields)
     min_insync_replicas: int = setting("min.insync.replicas")

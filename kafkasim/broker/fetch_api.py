@@ -16,8 +16,8 @@ Per version:
 Partitions are answered in request order, those refused before the read (unknown topic or
 partition) last, grouped by topic where consecutive (FetchResponse.toMessage).
 
-No fetch sessions: the answer's session_id is 0, which tells a client to keep sending full
-requests (what Kafka does when its session cache is full).
+Fetch sessions (v7+, KIP-227) are fetch_session.py's: the context it gives says which
+partitions to read (an incremental fetch reads the session's) and which of the answers to send.
 """
 
 from __future__ import annotations
@@ -25,6 +25,17 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from kafkasim.broker.fetch_session import (
+    FINAL_EPOCH,
+    INVALID_SESSION_ID,
+    FetchContext,
+    FetchManager,
+    FetchSessionCache,
+    FullFetchContext,
+    PartitionRequest,
+    ShardOutOfRange,
+    TopicIdPartition,
+)
 from kafkasim.broker.replica_manager import FetchResult, FetchSpec
 from kafkasim.protocol import errors as E
 from kafkasim.protocol.messages.fetch import FetchRequest, FetchResponse
@@ -35,6 +46,7 @@ if TYPE_CHECKING:
     from kafkasim.broker.metadata_cache import MetadataCache
     from kafkasim.broker.replica_manager import ReplicaManager
     from kafkasim.protocol.messages.headers import RequestHeader
+    from kafkasim.runtime.api import NodeRuntime
 
 ZERO_UUID = bytes(16)
 FT = FetchResponse.FetchableTopicResponse
@@ -43,13 +55,27 @@ PD = FT.PartitionData
 
 @dataclass
 class _Wanted:
-    """One requested partition: its name (None for an unknown topic id) and what to answer."""
+    """One partition to answer: its name (None for an unknown topic id) and what to answer."""
 
-    topic: str | None
-    topic_id: bytes
-    partition: int
-    fetch_offset: int
+    tp: TopicIdPartition
+    req: PartitionRequest
     error: int = E.NONE
+
+    @property
+    def topic(self) -> str | None:
+        return self.tp[1]
+
+    @property
+    def topic_id(self) -> bytes:
+        return self.tp[0]
+
+    @property
+    def partition(self) -> int:
+        return self.tp[2]
+
+    @property
+    def fetch_offset(self) -> int:
+        return self.req.fetch_offset
 
 
 def _down_convert_magic(version: int) -> int | None:
@@ -61,67 +87,92 @@ def _down_convert_magic(version: int) -> int | None:
 
 
 class FetchApi:
-    def __init__(self, config: BrokerConfig, replica_manager: ReplicaManager, metadata_cache: MetadataCache) -> None:
+    def __init__(self, rt: NodeRuntime, config: BrokerConfig, replica_manager: ReplicaManager,
+                 metadata_cache: MetadataCache) -> None:
+        self.rt = rt
         self.config = config
         self.replica_manager = replica_manager
         self.metadata_cache = metadata_cache
+        self.fetch_manager = FetchManager(FetchSessionCache(config.max_incremental_fetch_session_cache_slots,
+                                                            rt.rng("fetch-session-ids")))
 
     async def handle(self, header: RequestHeader, req: FetchRequest) -> FetchResponse:
         version = header.request_api_version
         replica_id = req.replica_state.replica_id if version >= 15 else req.replica_id
-        wanted, specs = self._resolve(req, version)
+        names = self._topic_names() if version >= 13 else {}
+        session_id, epoch = (req.session_id, req.session_epoch) if version >= 7 else (INVALID_SESSION_ID, FINAL_EPOCH)
+        try:
+            context = self.fetch_manager.new_context(version, session_id, epoch, replica_id >= 0,
+                                                     _fetch_data(req, version, names),
+                                                     _forgotten(req, version, names), names, self.rt.now_ms())
+        except ShardOutOfRange:
+            return _error_response(req, version, E.UNKNOWN_SERVER_ERROR)
+        wanted, specs = self._resolve(context, version, replica_id >= 0)
         results: list[FetchResult] = []
         if specs:
             max_bytes = min(req.max_bytes, self.config.fetch_max_bytes)
             results = await self.replica_manager.fetch_messages(specs, req.max_wait_ms, min(req.min_bytes, max_bytes),
                                                                 max_bytes, req.isolation_level == 1, replica_id)
         answered = [w for w in wanted if w.error == E.NONE]
-        # Refused before the read, in Kafka's order: unknown topic ids, then unknown partitions.
-        refused = [w for w in wanted if w.error == E.UNKNOWN_TOPIC_ID]
-        refused += [w for w in wanted if w.error not in (E.NONE, E.UNKNOWN_TOPIC_ID)]
-        parts = [(w, self._partition_data(w, r, version, req.isolation_level == 1, replica_id >= 0))
+        parts = [(w.tp, self._partition_data(w, r, version, req.isolation_level == 1))
                  for w, r in zip(answered, results, strict=True)]
-        parts += [(w, PD(partition_index=w.partition, error_code=w.error, high_watermark=-1, records=b""))
-                  for w in refused]
+        parts += [(w.tp, PD(partition_index=w.partition, error_code=w.error, high_watermark=-1, records=b""))
+                  for w in wanted if w.error != E.NONE]
+        # The session decides which partitions an incremental answer carries (on the data as
+        # read: KafkaApis converts after FetchContext.updateAndGenerateResponseData).
+        error, response_session_id, parts = context.generate(parts, self.rt.now_ms())
+        self._trace_session(context, error, session_id, response_session_id, replica_id)
+        by_tp = {w.tp: w for w in wanted}
+        converted = [(tp, self._maybe_convert(by_tp[tp], pd, version, replica_id >= 0)) for tp, pd in parts]
         topics: list[Any] = []
-        for w, pd in parts:
-            if topics and topics[-1].topic == w.topic and topics[-1].topic_id == w.topic_id:
+        for (topic_id, name, _), pd in converted:
+            if topics and topics[-1].topic == (name or "") and topics[-1].topic_id == topic_id:
                 topics[-1].partitions.append(pd)
             else:
-                topics.append(FT(topic=w.topic or "", topic_id=w.topic_id, partitions=[pd]))
-        return FetchResponse(throttle_time_ms=0, error_code=E.NONE, session_id=0, responses=topics,
-                             node_endpoints=self._node_endpoints(parts) if version >= 16 else [])
+                topics.append(FT(topic=name or "", topic_id=topic_id, partitions=[pd]))
+        return FetchResponse(throttle_time_ms=0, error_code=error, session_id=response_session_id, responses=topics,
+                             node_endpoints=self._node_endpoints(converted) if version >= 16 else [])
 
-    def _resolve(self, req: FetchRequest, version: int) -> tuple[list[_Wanted], list[FetchSpec]]:
+    def _trace_session(self, context: FetchContext, error: int, asked: int, answered: int, replica_id: int) -> None:
+        """A session created or refused (not every incremental fetch: a consumer makes several a
+        second)."""
+        if isinstance(context, FullFetchContext) and answered != INVALID_SESSION_ID:
+            self.rt.trace("fetch_session_created", session_id=answered, replica=replica_id,
+                          partitions=len(list(context.partitions())), sessions=self.fetch_manager.cache.size)
+        elif error != E.NONE:
+            self.rt.trace("fetch_session_error", session_id=asked, error=error, replica=replica_id)
+
+    def _topic_names(self) -> dict[bytes, str]:
+        return {m.topic_id: m.name for m in self.metadata_cache.topics.values() if m.topic_id != ZERO_UUID}
+
+    def _resolve(self, context: FetchContext, version: int,
+                 from_follower: bool) -> tuple[list[_Wanted], list[FetchSpec]]:
+        """The context's partitions: those to read (with their FetchSpecs), then the refused ones
+        in Kafka's order — a consumer's unknown topic ids before its unknown partitions (two
+        passes in KafkaApis), a follower's in one pass."""
         cache = self.metadata_cache
-        names = {m.topic_id: m.name for m in cache.topics.values() if m.topic_id != ZERO_UUID} if version >= 13 else {}
-        # A partition asked twice is asked once, where it first appeared, with its last fetch
-        # position (FetchRequest.fetchData builds a LinkedHashMap).
-        asked: dict[tuple[str | None, bytes, int], Any] = {}
-        for t in req.topics:
-            name = names.get(t.topic_id) if version >= 13 else t.topic
-            topic_id = t.topic_id if version >= 13 else ZERO_UUID
-            for p in t.partitions:
-                asked[(name, topic_id, p.partition)] = p
-        wanted: list[_Wanted] = []
-        specs: list[FetchSpec] = []
-        for (name, topic_id, index), p in asked.items():
-            w = _Wanted(name, topic_id, index, p.fetch_offset)
-            wanted.append(w)
+        readable: list[_Wanted] = []
+        unknown_ids: list[_Wanted] = []
+        unknown: list[_Wanted] = []
+        for tp, p in context.partitions():
+            w = _Wanted(tp, p)
+            _, name, index = tp
             meta = cache.topic(name) if name is not None else None
             if name is None:
                 w.error = E.UNKNOWN_TOPIC_ID
+                (unknown if from_follower else unknown_ids).append(w)
             elif meta is None or index not in meta.partitions:
                 w.error = E.UNKNOWN_TOPIC_OR_PARTITION
+                unknown.append(w)
             else:
-                specs.append(FetchSpec(name, index, p.fetch_offset, p.partition_max_bytes,
-                                       p.current_leader_epoch if version >= 9 else -1,
-                                       p.log_start_offset if version >= 5 else -1,
-                                       last_fetched_epoch=p.last_fetched_epoch if version >= 12 else -1,
-                                       min_one_message=version >= 3))
-        return wanted, specs
+                readable.append(w)
+        specs = [FetchSpec(w.tp[1] or "", w.partition, w.req.fetch_offset, w.req.max_bytes,
+                           w.req.current_leader_epoch, w.req.log_start_offset,
+                           last_fetched_epoch=w.req.last_fetched_epoch, min_one_message=version >= 3)
+                 for w in readable]
+        return readable + unknown_ids + unknown, specs
 
-    def _partition_data(self, w: _Wanted, r: FetchResult, version: int, committed: bool, from_follower: bool) -> Any:
+    def _partition_data(self, w: _Wanted, r: FetchResult, version: int, committed: bool) -> Any:
         code = r.error_code
         if code == E.KAFKA_STORAGE_ERROR and version <= 5:
             code = E.NOT_LEADER_OR_FOLLOWER
@@ -135,11 +186,12 @@ class FetchApi:
         if version >= 16 and r.error_code in (E.NOT_LEADER_OR_FOLLOWER, E.FENCED_LEADER_EPOCH):
             leader, epoch = self._current_leader(w)
             pd.current_leader = PD.LeaderIdAndEpoch(leader_id=leader, leader_epoch=epoch)
-        return self._maybe_convert(w, pd, version, from_follower)
+        return pd
 
     def _maybe_convert(self, w: _Wanted, pd: Any, version: int, from_follower: bool) -> Any:
         """KafkaApis.maybeConvertFetchedData."""
-        assert w.topic is not None
+        if w.topic is None:   # an unknown topic id: no log config, nothing to convert
+            return pd
         part = self.replica_manager.get_partition(w.topic, w.partition)
         if part is None:
             return pd
@@ -169,10 +221,44 @@ class FetchApi:
         pm = meta.partitions.get(w.partition) if meta is not None else None
         return (pm.leader, pm.leader_epoch) if pm is not None else (-1, -1)
 
-    def _node_endpoints(self, parts: list[tuple[_Wanted, Any]]) -> list[Any]:
+    def _node_endpoints(self, parts: list[tuple[TopicIdPartition, Any]]) -> list[Any]:
         NE = FetchResponse.NodeEndpoint
         ids = sorted({pd.current_leader.leader_id for _, pd in parts
                       if pd.current_leader is not None and pd.current_leader.leader_id >= 0})
         brokers = self.metadata_cache.brokers
         return [NE(node_id=b, host=brokers[b].host, port=brokers[b].port, rack=brokers[b].rack)
                 for b in ids if b in brokers]
+
+
+def _fetch_data(req: FetchRequest, version: int, names: dict[bytes, str]) -> dict[TopicIdPartition, PartitionRequest]:
+    """FetchRequest.fetchData: the partitions asked, by (id, name, index) — the name looked up by
+    id from v13 (None when unknown). A partition asked twice keeps its first place and its last
+    position (a LinkedHashMap). Fields a version does not have are Kafka's defaults."""
+    out: dict[TopicIdPartition, PartitionRequest] = {}
+    for t in req.topics:
+        name = names.get(t.topic_id) if version >= 13 else t.topic
+        topic_id = t.topic_id if version >= 13 else ZERO_UUID
+        for p in t.partitions:
+            out[(topic_id, name, p.partition)] = PartitionRequest(
+                p.fetch_offset, p.log_start_offset if version >= 5 else -1, p.partition_max_bytes,
+                p.current_leader_epoch if version >= 9 else -1, p.last_fetched_epoch if version >= 12 else -1)
+    return out
+
+
+def _forgotten(req: FetchRequest, version: int, names: dict[bytes, str]) -> list[TopicIdPartition]:
+    """FetchRequest.forgottenTopics (v7+)."""
+    if version < 7:
+        return []
+    return [(t.topic_id if version >= 13 else ZERO_UUID, names.get(t.topic_id) if version >= 13 else t.topic, p)
+            for t in req.forgotten_topics_data for p in t.partitions]
+
+
+def _error_response(req: FetchRequest, version: int, error: int) -> FetchResponse:
+    """FetchRequest.getErrorResponse: the error at the top level, and below v13 in every
+    partition asked too; the request's session id echoed."""
+    topics = [] if version >= 13 else [
+        FT(topic=t.topic, topic_id=t.topic_id, partitions=[
+            PD(partition_index=p.partition, error_code=error, high_watermark=-1, records=None) for p in t.partitions])
+        for t in req.topics]
+    return FetchResponse(throttle_time_ms=0, error_code=error, session_id=req.session_id, responses=topics,
+                         node_endpoints=[])

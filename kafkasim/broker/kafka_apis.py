@@ -34,7 +34,7 @@ from kafkasim.broker.list_offsets_api import ListOffsetsApi
 from kafkasim.broker.produce_api import ProduceApi
 from kafkasim.broker.transaction import apis as transaction_apis
 from kafkasim.broker.transaction.marker_append import append_coordinator_batch
-from kafkasim.broker.zk.kafka_zk_client import TopicError
+from kafkasim.broker.zk.kafka_zk_client import TopicError, validate_topic_name
 from kafkasim.protocol import api as A
 from kafkasim.protocol import errors as E
 from kafkasim.protocol.messages.api_versions import ApiVersionsRequest, ApiVersionsResponse
@@ -95,7 +95,7 @@ class KafkaApis:
             A.API_VERSIONS: self.handle_api_versions,
             A.METADATA: self.handle_metadata,
             A.PRODUCE: ProduceApi(rt, replica_manager, metadata_cache).handle,
-            A.FETCH: FetchApi(config, replica_manager, metadata_cache).handle,
+            A.FETCH: FetchApi(rt, config, replica_manager, metadata_cache).handle,
             A.LIST_OFFSETS: ListOffsetsApi(rt, replica_manager).handle,
             A.CREATE_TOPICS: self.handle_create_topics,
         }
@@ -188,6 +188,10 @@ class KafkaApis:
         cache = self.metadata_cache
         meta = cache.topic(name)
         if meta is None:
+            try:   # an unknown topic with an illegal name (KafkaApis / AutoTopicCreationManager: Topic.validate)
+                validate_topic_name(name)
+            except TopicError:
+                return T(error_code=E.INVALID_TOPIC_EXCEPTION, name=name, topic_id=ZERO_UUID, partitions=[])
             if not auto_create:
                 return T(error_code=E.UNKNOWN_TOPIC_OR_PARTITION, name=name, topic_id=ZERO_UUID, partitions=[])
             if self.config.broker_id not in cache.brokers:
@@ -241,10 +245,15 @@ class KafkaApis:
                                  num_partitions=-1, replication_factor=-1, configs=[]))
                 continue
             try:
-                n, rf = await self.topic_admin.create_topic(t.name, t.num_partitions, t.replication_factor, assignment,
-                                             configs, validate_only=req.validate_only)
-                # From v5 the answer carries the topic's configs (ZkAdminManager.createTopics).
-                r = R(name=t.name, topic_id=ZERO_UUID, error_code=E.NONE, error_message=None, num_partitions=n,
+                null_configs = [c.name for c in t.configs if c.value is None]
+                if null_configs and self.metadata_cache.topic(t.name) is None:
+                    raise TopicError(E.INVALID_CONFIG, f"Null value not supported for topic configs: "
+                                     f"{','.join(null_configs)}")
+                n, rf, topic_id = await self.topic_admin.create(t.name, t.num_partitions, t.replication_factor,
+                                                                assignment, configs, validate_only=req.validate_only)
+                # From v5 the answer carries the topic's configs (ZkAdminManager.createTopics), and
+                # the new topic's id at once, before any broker knows the topic (populateIds).
+                r = R(name=t.name, topic_id=topic_id, error_code=E.NONE, error_message=None, num_partitions=n,
                       replication_factor=rf,
                       configs=await self._created_topic_configs(configs) if header.request_api_version >= 5 else [])
                 results.append(r)
@@ -253,17 +262,18 @@ class KafkaApis:
             except TopicError as exc:
                 results.append(R(name=t.name, topic_id=ZERO_UUID, error_code=exc.error_code, error_message=str(exc),
                                  num_partitions=-1, replication_factor=-1, configs=[]))
-        if waiting and req.timeout_ms > 0:
+        if waiting:
             cache = self.metadata_cache
-            op = DelayedCreatePartitions(cache, [(name, n) for _, name, n in waiting], req.timeout_ms)
-            ready = await self.topic_admin.wait_for_topic_operation(op, req.timeout_ms)
+            ready = False
+            if req.timeout_ms > 0:
+                op = DelayedCreatePartitions(cache, [(name, n) for _, name, n in waiting], req.timeout_ms)
+                ready = await self.topic_admin.wait_for_topic_operation(op, req.timeout_ms)
             for r, name, n in waiting:
-                meta = cache.topic(name)
-                if meta is not None:
-                    r.topic_id = meta.topic_id
-                if not ready and not cache.has_leaders(name, n):
-                    r.error_code = E.REQUEST_TIMED_OUT
-                    r.error_message = f"Timed out waiting for topic {name} to be created."
+                if not ready and not (req.timeout_ms > 0 and cache.has_leaders(name, n)):
+                    # DelayedCreatePartitions.onComplete (or timeout <= 0): REQUEST_TIMED_OUT with
+                    # no message, and the failed topic's configs and counts reset (KafkaApis).
+                    r.error_code, r.error_message = E.REQUEST_TIMED_OUT, None
+                    r.num_partitions, r.replication_factor, r.configs = -1, -1, []
         return CreateTopicsResponse(throttle_time_ms=0, topics=results)
 
     async def _created_topic_configs(self, overrides: dict[str, str]) -> list[Any]:

@@ -34,6 +34,12 @@ if TYPE_CHECKING:
 ADMIN_CLIENT_ID = "__admin_client"   # AdminUtils.ADMIN_CLIENT_ID
 R = ProduceResponse.TopicProduceResponse
 PR = R.PartitionProduceResponse
+# ReplicaManager.appendToLocalLog answers these with LogAppendInfo.UNKNOWN_LOG_APPEND_INFO (log
+# start offset -1); any other refusal (a sequence or epoch error, NOT_ENOUGH_REPLICAS, a record
+# validation error) carries the partition's log start offset (processFailedRecord).
+UNKNOWN_LOG_APPEND_INFO_ERRORS = frozenset({
+    E.UNKNOWN_TOPIC_OR_PARTITION, E.NOT_LEADER_OR_FOLLOWER, E.MESSAGE_TOO_LARGE, E.RECORD_LIST_TOO_LARGE,
+    E.CORRUPT_MESSAGE, E.KAFKA_STORAGE_ERROR})
 
 
 def validate_records(version: int, records: Any) -> tuple[int, str | None]:
@@ -118,15 +124,19 @@ class ProduceApi:
         self.rt.trace("produce", topic=topic, partition=pd.index, error=res.error_code,
                       base_offset=res.base_offset, records=res.info.record_count if res.info else 0)
         if res.error_code != E.NONE:
-            # LogAppendInfo.UNKNOWN_LOG_APPEND_INFO: no offsets; Kafka sends a message only with
-            # record errors (RecordValidationException), never for a refused batch as a whole.
+            # No offsets; Kafka sends a message only with record errors (RecordValidationException),
+            # never for a refused batch as a whole. The log start offset is known for every error
+            # but ReplicaManager.appendToLocalLog's own list (UNKNOWN_LOG_APPEND_INFO).
+            lso = -1 if res.error_code in UNKNOWN_LOG_APPEND_INFO_ERRORS else res.log_start_offset
             part = PR(index=pd.index, error_code=res.error_code, base_offset=-1, log_append_time_ms=-1,
-                      log_start_offset=-1, record_errors=[], error_message=None)
+                      log_start_offset=lso, record_errors=[], error_message=None)
             self.rt.trace("produce_refused", topic=topic, partition=pd.index, error=res.error_code,
                           reason=res.error_message or "")
             return part, None
-        part = PR(index=pd.index, error_code=res.error_code, base_offset=res.base_offset, log_append_time_ms=-1,
-                  log_start_offset=res.log_start_offset, record_errors=[], error_message=None)
+        append_time = res.info.log_append_time if res.info is not None else -1
+        part = PR(index=pd.index, error_code=res.error_code, base_offset=res.base_offset,
+                  log_append_time_ms=append_time, log_start_offset=res.log_start_offset,
+                  record_errors=[], error_message=None)
         if acks == -1 and res.error_code == E.NONE and res.info is not None:
             return part, res.info.last_offset + 1
         return part, None

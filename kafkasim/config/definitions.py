@@ -147,6 +147,7 @@ _OTHER_BROKER_CONFIGS: tuple[ConfigKey, ...] = (
     _broker("replica.fetch.wait.max.ms", INT, "500", False, described=False),
     _broker("replica.fetch.min.bytes", INT, "1", False, described=False),
     _broker("replica.fetch.max.bytes", INT, "1048576", False, at_least(0), described=False),
+    _broker("max.incremental.fetch.session.cache.slots", INT, "1000", False, at_least(0), described=False),
     _broker("replica.fetch.response.max.bytes", INT, "10485760", False, at_least(0), described=False),
     _broker("replica.fetch.backoff.ms", INT, "1000", False, at_least(0), described=False),
     _broker("replica.socket.timeout.ms", INT, "30000", False, described=False),

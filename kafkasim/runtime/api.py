@@ -261,6 +261,12 @@ class FileSystem(abc.ABC):
     @abc.abstractmethod
     async def fsync_dir(self, path: str) -> None: ...
 
+    def store_of(self, path: str) -> tuple[str, int, int]:
+        """(the directory's absolute path, its file store's total and usable bytes), which Kafka
+        reports for a log dir (DescribeLogDirs). A disk without such numbers — the simulation's —
+        answers the path as given and -1, -1."""
+        return path, -1, -1
+
 
 # ---------------------------------------------------------------- coordination (ZooKeeper)
 @dataclass(frozen=True)

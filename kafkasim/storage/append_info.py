@@ -13,3 +13,6 @@ class AppendInfo:
     record_count: int
     max_timestamp: int
     shallow_offset_of_max_timestamp: int = -1
+    # LogAppendInfo.logAppendTime as the Produce answer carries it: -1 (NO_TIMESTAMP) for a
+    # CreateTime append; a duplicate batch answers its original's timestamp (UnifiedLog.append).
+    log_append_time: int = -1

@@ -518,7 +518,8 @@ class ProducerStateManager:
                     dup = entry.find_duplicate_batch(h) if entry is not None else None
                     if dup is not None:
                         self._pending = {}
-                        return AppendInfo(dup.first_offset, dup.last_offset, h.records_count, dup.timestamp)
+                        return AppendInfo(dup.first_offset, dup.last_offset, h.records_count, dup.timestamp,
+                                          log_append_time=dup.timestamp)
                 info = self._pending.get(h.producer_id)
                 if info is None:
                     info = self._pending[h.producer_id] = ProducerAppendInfo(

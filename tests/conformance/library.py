@@ -105,9 +105,15 @@ def produce_scenarios() -> dict[str, Callable[[int], Optional[list[Step]]]]:
         "bad_acks": lambda v: [create(topic0), Step(lambda c: produce_req(c.topic(0), records(1, magic(v)), acks=2))],
         "oversized": lambda v: [create(topic0, configs={"max.message.bytes": "1000"}),
                                 Step(lambda c: produce_req(c.topic(0), records(1, magic(v), size=3000)))],
+        "log_append_time": lambda v: [create(topic0, configs={"message.timestamp.type": "LogAppendTime"}),
+                                      Step(lambda c: produce_req(c.topic(0), records(2, magic(v))))],
         "corrupt_crc": lambda v: [create(topic0), Step(lambda c: produce_req(c.topic(0), _corrupt(records(2, magic(v)))))],
+        # InitProducerId is retried until it gives a producer id: a fresh Kafka's first answer
+        # can be an error with producer id -1, and batches with pid -1 are not idempotent at all
+        # (that made Produce.v0.idempotent_seq differ: Kafka appended every batch).
         "idempotent_seq": lambda v: [create(topic0), Step(lambda c: req("InitProducerId", transactional_id=None,
-                                                                          transaction_timeout_ms=60000), version=4, save="pid", check=False),
+                                                                          transaction_timeout_ms=60000), version=4, save="pid", check=False,
+                                                          retry_until=lambda r: r.error_code == 0 and r.producer_id >= 0),
                                      Step(lambda c: produce_req(c.topic(0), _idem(c, 0))),
                                      Step(lambda c: produce_req(c.topic(0), _idem(c, 0))),
                                      Step(lambda c: produce_req(c.topic(0), _idem(c, 9)))],
@@ -151,6 +157,67 @@ def fetch_scenarios() -> dict[str, Callable[[int], Optional[list[Step]]]]:
         "small_max_bytes": lambda v: base + [Step(lambda c: fetch_req(c, v, max_bytes=10))],
         "bad_partition": lambda v: base + [Step(lambda c: fetch_req(c, v, partition=3))],
     }
+
+
+# ------------------------------------------------------------------ Fetch sessions (KIP-227, v7+)
+
+def session_req(c: Ctx, session: Optional[str], epoch: int, parts: dict[int, int],
+                forget: tuple[int, ...] = ()) -> Any:
+    """A Fetch in a session: `session` names the saved response whose session_id is used (None:
+    0), `parts` partition -> fetch offset, `forget` the partitions to drop from the session."""
+    tid = c.topic_id() if "meta" in c.saved else bytes(16)
+    sid = c.saved[session].session_id if session else 0
+    topics = [sub("Fetch", "FetchTopic", topic=c.topic(0), topic_id=tid, partitions=[
+        sub("Fetch", "FetchTopic.FetchPartition", partition=p, fetch_offset=o, current_leader_epoch=-1,
+            last_fetched_epoch=-1, log_start_offset=-1, partition_max_bytes=1 << 20) for p, o in parts.items()])] \
+        if parts else []
+    forgotten = [sub("Fetch", "ForgottenTopic", topic=c.topic(0), topic_id=tid, partitions=list(forget))] if forget else []
+    return req("Fetch", replica_id=-1, max_wait_ms=0, min_bytes=0, max_bytes=1 << 20, isolation_level=0,
+               session_id=sid, session_epoch=epoch, topics=topics, forgotten_topics_data=forgotten, rack_id="")
+
+
+def produce_to(partition: int, n: int = 2, first: int = 0) -> Step:
+    return Step(lambda c: produce_req(c.topic(0), records(n, first=first), partition=partition), version=8, check=False)
+
+
+def fetch_session_scenarios() -> dict[str, Callable[[int], Optional[list[Step]]]]:
+    base = [create(topic0), produce(3), metadata_save()]
+    two = [create(topic0, partitions=2), produce(3), metadata_save()]
+
+    def s(build: Callable[[int], list[Step]]) -> Callable[[int], Optional[list[Step]]]:
+        return lambda v: build(v) if v >= 7 else None   # sessions are v7+
+
+    def full(parts: dict[int, int], version: Optional[int] = None) -> Step:
+        return Step(lambda c: session_req(c, None, 0, parts), version=version, save="full")
+
+    def incr(epoch: int, parts: Optional[dict[int, int]] = None, forget: tuple[int, ...] = (),
+             session: str = "full") -> Step:
+        return Step(lambda c: session_req(c, session, epoch, parts or {}, forget))
+    other = {8: 13, 17: 12}   # Fetch's middle and highest versions -> one on the other side of v13
+    return {
+        "session_full": s(lambda v: base + [full({0: 0})]),
+        # Only partitions with news are answered: none, then the new records and high watermark.
+        "session_incremental": s(lambda v: base + [full({0: 3}), incr(1), produce_to(0), incr(2), incr(3, {0: 5})]),
+        "session_bad_epoch": s(lambda v: base + [full({0: 3}), incr(5)]),
+        "session_unknown_id": s(lambda v: base + [Step(lambda c: _with_session(session_req(c, None, 1, {0: 0}),
+                                                                                12345))]),
+        "session_id_out_of_range": s(lambda v: base + [Step(lambda c: _with_session(session_req(c, None, 1, {0: 0}),
+                                                                                     2**31 - 1))]),
+        # A forgotten partition is not answered however it changes; asked again, it is.
+        "session_forget": s(lambda v: two + [full({0: 3, 1: 0}), produce_to(1), incr(1, forget=(1,)),
+                                             incr(2, {1: 0})]),
+        # A full fetch (epoch 0) or a final one (-1) naming the session closes it.
+        "session_close_final": s(lambda v: base + [full({0: 3}), Step(lambda c: session_req(c, "full", -1, {0: 3})),
+                                                   incr(1)]),
+        "session_reopen_full": s(lambda v: base + [full({0: 3}), Step(lambda c: session_req(c, "full", 0, {0: 3})),
+                                                   incr(1)]),
+        "session_topic_id_switch": s(lambda v: base + [full({0: 3}, version=other[v]), incr(1)]),
+    }
+
+
+def _with_session(request: Any, session_id: int) -> Any:
+    request.session_id = session_id
+    return request
 
 
 def list_offsets_req(c: Ctx, ts: int, epoch: int = -1, partition: int = 0, topic: Optional[str] = None) -> Any:
@@ -212,7 +279,7 @@ def metadata_scenarios() -> dict[str, Callable[[int], Optional[list[Step]]]]:
     }
 
 
-def create_topics_req(name: str, partitions: int = 1, rf: int = 1, configs: Optional[dict[str, str]] = None,
+def create_topics_req(name: str, partitions: int = 1, rf: int = 1, configs: Optional[dict[str, Optional[str]]] = None,
                       validate_only: bool = False, assignments: Optional[list[list[int]]] = None,
                       extra: Optional[list[Any]] = None, timeout_ms: int = 30000) -> Any:
     cfgs = [sub("CreateTopics", "CreatableTopic.CreatableTopicConfig", name=k, value=v) for k, v in (configs or {}).items()]
@@ -237,6 +304,12 @@ def create_topics_scenarios() -> dict[str, Callable[[int], Optional[list[Step]]]
         "invalid_name": lambda v: [Step(lambda c: create_topics_req("bad name!"))],
         "manual_assignment": lambda v: [Step(lambda c: create_topics_req(c.topic(0), -1, -1, assignments=[[0], [0]]))],
         "assignment_unknown_broker": lambda v: [Step(lambda c: create_topics_req(c.topic(0), -1, -1, assignments=[[5]], timeout_ms=500))],
+        # ZkAdminManager.createTopics / AdminZkClient.validateTopicCreate / LogConfig.validate:
+        "null_config": lambda v: [Step(lambda c: create_topics_req(c.topic(0), configs={"retention.ms": None}))],
+        "config_below_min": lambda v: [Step(lambda c: create_topics_req(c.topic(0), configs={"min.insync.replicas": "0"}))],
+        "duplicate_replicas": lambda v: [Step(lambda c: create_topics_req(c.topic(0), -1, -1, assignments=[[0, 0]]))],
+        "uneven_assignment": lambda v: [Step(lambda c: create_topics_req(c.topic(0), -1, -1, assignments=[[0], [0, 0]]))],
+        "zero_timeout": lambda v: [Step(lambda c: create_topics_req(c.topic(0), timeout_ms=0))],
         "duplicate_in_request": lambda v: [Step(lambda c: create_topics_req(c.topic(0), extra=[sub(
             "CreateTopics", "CreatableTopic", name=c.topic(0), num_partitions=1, replication_factor=1)]))],
     }
@@ -759,7 +832,7 @@ def controller_scenarios() -> dict[str, dict[str, Callable[[int], Optional[list[
 
 def all_scenarios() -> dict[str, dict[str, Callable[[int], Optional[list[Step]]]]]:
     out: dict[str, dict[str, Callable[[int], Optional[list[Step]]]]] = {
-        "Produce": produce_scenarios(), "Fetch": fetch_scenarios(), "ListOffsets": list_offsets_scenarios(),
+        "Produce": produce_scenarios(), "Fetch": {**fetch_scenarios(), **fetch_session_scenarios()}, "ListOffsets": list_offsets_scenarios(),
         "OffsetForLeaderEpoch": olep_scenarios(), "Metadata": metadata_scenarios(),
         "CreateTopics": create_topics_scenarios(), "DeleteTopics": delete_topics_scenarios(),
         "CreatePartitions": create_partitions_scenarios(), "DeleteRecords": delete_records_scenarios(),

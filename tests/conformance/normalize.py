@@ -36,6 +36,9 @@ difference shows as the field that differs. Then, field by field:
                        `partitions` (by partition_index)        is unspecified; sorted before comparing
   own_part             ListGroups' groups: only the case's own   (library.own_groups, declared per step with
                        groups                                   `only=`) the cluster is shared by every case
+  disk_free            DescribeLogDirs usable_bytes (> 0)        free space of the file store both log dirs are
+                                                                on: it moves with every write on the machine
+                                                                (total_bytes is compared)
   crc                  batch crc                                 derived from the other fields (compared) and
                                                                 from the normalised timestamps/producer ids
 
@@ -51,7 +54,7 @@ from kafkasim.records.batch import iter_batches, decode_batch_records
 from kafkasim.records.legacy import iter_legacy_entries, iter_legacy_messages
 
 NORMALISATIONS = ("throttle", "uuid", "producer_id", "member_id", "session_id", "wall_clock",
-                  "endpoint", "cluster_id", "error_message", "config_value_paths", "unordered", "own_part", "crc")
+                  "endpoint", "cluster_id", "error_message", "config_value_paths", "unordered", "own_part", "disk_free", "crc")
 UNORDERED = {"configs": "name", "partitions": "partition_index"}
 
 ZERO_UUID = b"\x00" * 16
@@ -164,6 +167,8 @@ def _field(key: str, value: Any, numbering: Numbering, log_append_batch: bool) -
         return "<message>"
     if key == "log_dir" and isinstance(value, str) and value.startswith("/"):
         return "<local>"
+    if key == "usable_bytes" and isinstance(value, int) and value > 0:
+        return "<free bytes>"
     if key in UNORDERED and isinstance(value, list) and all(isinstance(v, dict) and UNORDERED[key] in v for v in value):
         value = sorted(value, key=lambda v: v[UNORDERED[key]])
     if key == "records" and isinstance(value, list) and log_append_batch:

@@ -7,8 +7,8 @@ DescribeLogDirs: one result per log dir in `log.dirs` order; in each, the topics
 Scala immutable.HashMap; the partitions in its ConcurrentHashMap order (current logs, then future
 logs). partition_size is the log's size (for a future log, what the copy holds); offset_lag is
 0 for a current log and, for a future log, how far it is behind the current one. An offline dir
-answers KAFKA_STORAGE_ERROR. total_bytes / usable_bytes (v4) are -1: the runtime seam has no
-disk statistics.
+answers KAFKA_STORAGE_ERROR. log_dir is the dir's absolute path and total_bytes / usable_bytes
+(v4) its file store's, from the runtime's disk (the simulated disk has none: -1).
 
 AlterReplicaLogDirs, per partition (the request is a map: a partition named twice keeps the
 last dir): a topic too long for a `-future` dir name INVALID_TOPIC_EXCEPTION, a dir not in
@@ -72,8 +72,9 @@ class LogDirApis:
         futures = dict(lm.mover.futures)
         results = []
         for log_dir in lm.log_dirs:
+            path, total, usable = self._store_of(log_dir)
             if lm.offline:
-                results.append(R(error_code=E.KAFKA_STORAGE_ERROR, log_dir=log_dir, topics=[]))
+                results.append(R(error_code=E.KAFKA_STORAGE_ERROR, log_dir=path, topics=[]))
                 continue
             rows: list[tuple[TopicPartition, int, int, bool]] = []
             for tp in _tp_order(list(current)):
@@ -93,9 +94,17 @@ class LogDirApis:
                                                             offset_lag=lag, is_future_key=future))
             topics = [T(name=t, partitions=by_topic[t]) for t in scala_immutable_hash_order(list(by_topic))
                       if by_topic[t]]
-            results.append(R(error_code=E.NONE, log_dir=log_dir, topics=topics, total_bytes=-1, usable_bytes=-1))
+            results.append(R(error_code=E.NONE, log_dir=path, topics=topics, total_bytes=total, usable_bytes=usable))
         kw: dict[str, Any] = {"error_code": E.NONE} if header.request_api_version >= 3 else {}
         return DescribeLogDirsResponse(throttle_time_ms=0, results=results, **kw)
+
+    def _store_of(self, log_dir: str) -> tuple[str, int, int]:
+        """The dir's absolute path and file store sizes; a dir the disk cannot stat (gone with
+        a failed disk) keeps its configured name and -1."""
+        try:
+            return self.rt.fs.store_of(log_dir)
+        except OSError:
+            return log_dir, -1, -1
 
     # ---------------------------------------------------------------- AlterReplicaLogDirs
     async def alter_replica_log_dirs(self, header: RequestHeader, req: AlterReplicaLogDirsRequest) -> Message:

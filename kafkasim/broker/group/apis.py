@@ -28,6 +28,7 @@ from kafkasim.broker.group.manager import GROUP_METADATA_TOPIC_NAME, PartitionDa
 from kafkasim.broker.group.metadata import JoinGroupResult, OffsetAndMetadata, SyncGroupResult, TopicPartition
 from kafkasim.broker.group.offsets_v0 import OffsetsV0Api, commit_response
 from kafkasim.broker.group.zk_offsets import ZkConsumerOffsets
+from kafkasim.broker.request_context import context_of
 from kafkasim.broker.transaction.transaction_log import TRANSACTION_STATE_TOPIC_NAME
 from kafkasim.broker.zk.kafka_zk_client import TopicError
 from kafkasim.protocol import api as A
@@ -208,7 +209,8 @@ class GroupApis:
         await self.coordinator.handle_join_group(
             req.group_id, req.member_id, req.group_instance_id,
             require_known_member_id=version >= 4 and req.group_instance_id is None,
-            support_skipping_assignment=version >= 9, client_id=header.client_id or "", client_host="",
+            support_skipping_assignment=version >= 9, client_id=header.client_id or "",
+            client_host=client_host(header),
             rebalance_timeout_ms=rebalance_timeout_ms, session_timeout_ms=req.session_timeout_ms,
             protocol_type=req.protocol_type, protocols=[(p.name, bytes(p.metadata)) for p in req.protocols],
             callback=fut.set_result, reason=req.reason if version >= 8 else None)
@@ -437,3 +439,11 @@ class GroupApis:
         G = ConsumerGroupDescribeResponse.DescribedGroup
         return ConsumerGroupDescribeResponse(throttle_time_ms=0, groups=[
             G(group_id=g, error_code=E.UNSUPPORTED_VERSION) for g in req.group_ids])
+
+
+def client_host(header: RequestHeader) -> str:
+    """The member's client_host as Kafka records it: `request.context.clientAddress.toString`, a
+    Java InetAddress of an accepted socket, which prints as "/127.0.0.1" (no host name looked
+    up). A request without a sender address (the broker's own, a unit test's) records ""."""
+    address = context_of(header).client_address
+    return f"/{address}" if address else ""

@@ -174,6 +174,14 @@ class RealFileSystem(FileSystem):
 
         await asyncio.get_running_loop().run_in_executor(None, sync)
 
+    def store_of(self, path: str) -> tuple[str, int, int]:
+        """Java's File.getAbsolutePath and FileStore.getTotalSpace / getUsableSpace (statvfs:
+        f_blocks and f_bavail in f_frsize units)."""
+        self._node.check()
+        full = self._p(path)
+        st = os.statvfs(full)
+        return full, st.f_blocks * st.f_frsize, st.f_bavail * st.f_frsize
+
     def kill(self) -> None:
         for fh in list(self._open):
             fh.close()
