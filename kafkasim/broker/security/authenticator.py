@@ -108,7 +108,10 @@ class SaslAuthenticator:
                                   f"authentication.")
             return await self._authenticate(frame)
         if ids.api_key == A.API_VERSIONS and self.state == HANDSHAKE_OR_VERSIONS:
-            self.state = HANDSHAKE
+            # Answered by KafkaApis. Only a supported version moves on to the handshake: a client
+            # told UNSUPPORTED_VERSION asks again at a lower one (franz-go starts at v5).
+            if 0 <= ids.api_version <= A.api_info(A.API_VERSIONS).max_version:
+                self.state = HANDSHAKE
             return Outcome(forward=True)
         if ids.api_key == A.API_VERSIONS:
             return self._fail(f"Unexpected ApiVersions request received during SASL authentication state "

@@ -141,6 +141,9 @@ def test_other_requests_before_authentication_close_without_an_answer() -> None:
 def test_a_second_api_versions_before_the_handshake_closes() -> None:
     auth = _auth()
     frame = request(A.API_VERSIONS, 0, ApiVersionsRequest())[4:]
+    too_new = bytearray(frame)
+    too_new[2:4] = (9).to_bytes(2, "big")       # answered UNSUPPORTED_VERSION: the client may ask again
+    assert _run(auth.receive(bytes(too_new))).forward and auth.state == "HANDSHAKE_OR_VERSIONS_REQUEST"
     assert _run(auth.receive(frame)).forward
     assert _run(auth.receive(frame)).close
 
