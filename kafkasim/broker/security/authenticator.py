@@ -105,7 +105,7 @@ class SaslAuthenticator:
         if self.state == AUTHENTICATE:
             if ids.api_key != A.SASL_AUTHENTICATE:
                 return self._fail(f"Unexpected Kafka request of type {api_name(ids.api_key)} during SASL "
-                                  f"authentication.")
+                                  f"authentication.", _illegal_state_response(frame))
             return await self._authenticate(frame)
         if ids.api_key == A.API_VERSIONS and self.state == HANDSHAKE_OR_VERSIONS:
             # Answered by KafkaApis. Only a supported version moves on to the handshake: a client
@@ -210,3 +210,16 @@ class SaslAuthenticator:
         except SaslError as exc:
             return self._fail(f"{self._failure_text(exc)} ({exc})")
         return Outcome(reply=_SIZE.pack(len(challenge)) + challenge)
+
+
+def _illegal_state_response(frame: bytes) -> bytes | None:
+    """The request's error response with ILLEGAL_SASL_STATE (Kafka's getErrorResponse): its
+    top-level error code where it has one; nothing for a request that cannot be read."""
+    try:
+        header, _ = parse_request_frame(frame)
+        response = A.api_info(header.request_api_key).response()
+    except (ProtocolError, TypeError):
+        return None
+    if "error_code" in type(response)._FIELD_NAMES:
+        setattr(response, "error_code", E.ILLEGAL_SASL_STATE)  # noqa: B010 (a generated field, per message)
+    return encode_response(header.request_api_key, header.request_api_version, header.correlation_id, response)

@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING
 
 from kafkasim.broker.security.jaas import PLAIN_MODULE, parse_jaas, plain_users
 from kafkasim.broker.security.listeners import SASL_PROTOCOLS, TLS_PROTOCOLS, EndPoint, listener_value
+from kafkasim.broker.zk.java_compat import java_hash_order
 from kafkasim.config.types import ConfigValueError
 from kafkasim.runtime.api import TlsSettings
 
@@ -52,7 +53,9 @@ def security_of(cfg: BrokerConfig, endpoint: EndPoint) -> ListenerSecurity:
         return ListenerSecurity(endpoint, tls)
     name = endpoint.listener_name
     raw = listener_value(cfg, name, "sasl.enabled.mechanisms") or ""
-    mechanisms = tuple(m.strip() for m in raw.split(",") if m.strip())
+    # SaslServerAuthenticator's `new ArrayList<>(new HashSet<>(enabledMechanisms))`: the handshake
+    # lists them in a HashSet's order, not the config's.
+    mechanisms = tuple(java_hash_order(m.strip() for m in raw.split(",") if m.strip()))
     if not mechanisms:
         raise ConfigValueError("No SASL mechanisms are enabled")
     unsupported = [m for m in mechanisms if m not in SUPPORTED_MECHANISMS]

@@ -112,3 +112,10 @@ def test_registration_json_is_kafkas_and_parses_back() -> None:
     only_sasl = parse_broker_registration(0, broker_registration_json([("CLIENT", "SASL_PLAINTEXT", "h", 1)], 0, None))
     assert b'"port":-1,"host":null' in broker_registration_json([("CLIENT", "SASL_PLAINTEXT", "h", 1)], 0, None)
     assert only_sasl.endpoint("CLIENT") == ("h", 1)
+
+
+def test_enabled_mechanisms_in_kafkas_hashset_order() -> None:
+    # Kafka 3.9.1 lists PLAIN,SCRAM-SHA-256,SCRAM-SHA-512 as below in SaslHandshake (tests/conformance/test_sasl.py).
+    cfg = BrokerConfig.from_properties({"listeners": "PLAINTEXT://:9092,SASL_PLAINTEXT://:9093", "sasl.jaas.config": JAAS,
+                                        "sasl.enabled.mechanisms": "PLAIN,SCRAM-SHA-256,SCRAM-SHA-512"})
+    assert security_of(cfg, listeners_of(cfg).bound[1]).mechanisms == ("PLAIN", "SCRAM-SHA-512", "SCRAM-SHA-256")
