@@ -58,7 +58,8 @@ class RealStream(Stream):
             return await self._r.readexactly(n)
         except asyncio.IncompleteReadError as exc:
             raise ConnectionClosed(f"{self.peer} closed the connection") from exc
-        except (ConnectionResetError, BrokenPipeError) as exc:
+        except (ConnectionResetError, BrokenPipeError, ssl.SSLError) as exc:
+            # ssl.SSLError: the peer's TLS alert (a certificate it refused) ends the stream too.
             raise ConnectionReset(str(exc)) from exc
 
     async def read_frame(self, max_bytes: int) -> bytes:
