@@ -99,6 +99,7 @@ class SocketServer:
         self.host, self.port = config.host, config.port
         self.request_max_bytes = config.socket_request_max_bytes        # socket.request.max.bytes
         self.connections_max_idle_ms = config.connections_max_idle_ms   # connections.max.idle.ms
+        self.failed_authentication_delay_ms = config.connection_failed_authentication_delay_ms
         self.listener_config = listeners_of(config)
         self.securities = [security_of(config, e) for e in self.listener_config.bound]
         self.credentials = credentials   # SCRAM: (user, mechanism) -> ZooKeeper's credential
@@ -193,6 +194,8 @@ class SocketServer:
             else:
                 return None
         outcome = await auth.receive(frame)
+        if outcome.auth_failure and self.failed_authentication_delay_ms > 0:
+            await self.rt.sleep(self.failed_authentication_delay_ms)
         if outcome.reply is not None:
             await conn.stream.write(outcome.reply)
         if outcome.close:

@@ -44,6 +44,9 @@ class Outcome(NamedTuple):
     close: bool = False          # then close the connection
     forward: bool = False        # process the frame as an ordinary request (ApiVersions)
     reason: str = ""             # why it closes (the trace)
+    # An authentication failure (Kafka's AuthenticationException): the answer and the close wait
+    # connection.failed.authentication.delay.ms, as Kafka delays them to slow down password guessing.
+    auth_failure: bool = False
 
 
 def api_name(api_key: int) -> str:
@@ -101,7 +104,7 @@ class SaslAuthenticator:
         try:
             ids = peek_request_ids(frame)
         except ProtocolError as exc:
-            return self._fail(f"bad request during SASL: {exc}")
+            return self._fail(f"bad request during SASL: {exc}", auth_failure=False)
         if self.state == AUTHENTICATE:
             if ids.api_key != A.SASL_AUTHENTICATE:
                 return self._fail(f"Unexpected Kafka request of type {api_name(ids.api_key)} during SASL "
@@ -115,14 +118,14 @@ class SaslAuthenticator:
             return Outcome(forward=True)
         if ids.api_key == A.API_VERSIONS:
             return self._fail(f"Unexpected ApiVersions request received during SASL authentication state "
-                              f"{self.state}")
+                              f"{self.state}", auth_failure=False)
         if ids.api_key != A.SASL_HANDSHAKE:
             return self._fail(f"Unexpected Kafka request of type {api_name(ids.api_key)} during SASL handshake.")
         return self._handshake(frame)
 
-    def _fail(self, reason: str, reply: bytes | None = None) -> Outcome:
+    def _fail(self, reason: str, reply: bytes | None = None, auth_failure: bool = True) -> Outcome:
         self.state = FAILED
-        return Outcome(reply=reply, close=True, reason=reason)
+        return Outcome(reply=reply, close=True, reason=reason, auth_failure=auth_failure)
 
     def _parse(self, frame: bytes) -> tuple[Any, Any] | None:
         try:

@@ -143,3 +143,18 @@ def test_session_past_connections_max_reauth_ms_is_closed() -> None:
 
     (lifetime, before, closed), trace = _with_broker(body, **{"connections.max.reauth.ms": 5000})
     assert lifetime == 5000 and before == [9093] and closed and "session expired" in trace
+
+
+def test_failed_authentication_is_answered_after_the_delay() -> None:
+    async def body(rt: NodeRuntime, server: KafkaServer) -> Any:
+        times = []
+        for password in ("alice-secret", "wrong"):
+            s = await rt.net.connect("broker-0", 9093, 1000)
+            started = rt.monotonic_ms()
+            resp = await login(s, "PLAIN", "alice", password)
+            times.append((resp.error_code, rt.monotonic_ms() - started))
+        return times
+
+    (ok, failed), _ = _with_broker(body, **{"connection.failed.authentication.delay.ms": 700})
+    assert ok[0] == 0 and ok[1] < 100                       # connection.failed.authentication.delay.ms
+    assert failed[0] == E.SASL_AUTHENTICATION_FAILED and failed[1] >= 700
