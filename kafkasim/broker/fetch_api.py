@@ -26,6 +26,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from kafkasim.broker.replica_manager import FetchResult, FetchSpec
+from kafkasim.broker.request_context import context_of
 from kafkasim.protocol import errors as E
 from kafkasim.protocol.messages.fetch import FetchRequest, FetchResponse
 from kafkasim.records.conversion import UnsupportedCompressionTypeError, lazy_down_convert
@@ -90,7 +91,8 @@ class FetchApi:
             else:
                 topics.append(FT(topic=w.topic or "", topic_id=w.topic_id, partitions=[pd]))
         return FetchResponse(throttle_time_ms=0, error_code=E.NONE, session_id=0, responses=topics,
-                             node_endpoints=self._node_endpoints(parts) if version >= 16 else [])
+                             node_endpoints=self._node_endpoints(parts, context_of(header).listener_name)
+                             if version >= 16 else [])
 
     def _resolve(self, req: FetchRequest, version: int) -> tuple[list[_Wanted], list[FetchSpec]]:
         cache = self.metadata_cache
@@ -169,10 +171,11 @@ class FetchApi:
         pm = meta.partitions.get(w.partition) if meta is not None else None
         return (pm.leader, pm.leader_epoch) if pm is not None else (-1, -1)
 
-    def _node_endpoints(self, parts: list[tuple[_Wanted, Any]]) -> list[Any]:
+    def _node_endpoints(self, parts: list[tuple[_Wanted, Any]], listener: str) -> list[Any]:
         NE = FetchResponse.NodeEndpoint
         ids = sorted({pd.current_leader.leader_id for _, pd in parts
                       if pd.current_leader is not None and pd.current_leader.leader_id >= 0})
         brokers = self.metadata_cache.brokers
-        return [NE(node_id=b, host=brokers[b].host, port=brokers[b].port, rack=brokers[b].rack)
-                for b in ids if b in brokers]
+        # Each leader's endpoint on the request's listener (Kafka: getAliveBrokerNode(id, listenerName)).
+        return [NE(node_id=b, host=ep[0], port=ep[1], rack=brokers[b].rack)
+                for b in ids if b in brokers and (ep := brokers[b].endpoint(listener)) is not None]
