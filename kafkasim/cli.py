@@ -226,6 +226,7 @@ def _cmd_serve(args: argparse.Namespace) -> int:
     from kafkasim.broker.config import BrokerConfig
     from kafkasim.config import UnknownConfigError
     from kafkasim.config.types import ConfigValueError
+    from kafkasim.runtime.real.net import TlsConfigError
     from kafkasim.serve import serve
 
     configs = dict(kv.split("=", 1) for kv in args.config)
@@ -241,6 +242,8 @@ def _cmd_serve(args: argparse.Namespace) -> int:
     try:
         return serve(args.port, args.log_dir, args.zookeeper, args.broker_id, args.host, args.trace, configs, bugs,
                      control_port=args.control_port)
+    except TlsConfigError as exc:   # a listener's keystore or truststore that does not load
+        raise UsageError(f"serve: {exc}") from None
     except OSError as exc:
         if exc.errno == errno.EADDRINUSE:
             raise UsageError(f"serve: {args.host}:{args.port} is already in use (another broker? "

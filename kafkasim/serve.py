@@ -75,6 +75,9 @@ def serve(port: int, log_dir: str, zookeeper: str | None, broker_id: int, host: 
         await server.startup()
         print(f"kafkasim broker {broker_id} listening on {host}:{server.port} (log dir {data_dir}, "
               f"{'zookeeper ' + zookeeper if zookeeper else 'embedded coordination store'})", flush=True)
+        if server.socket_server is not None and len(server.socket_server.listeners) > 1:
+            print("listeners: " + ", ".join(f"{name}://{h}:{p} ({proto})" for name, proto, h, p
+                                            in server.socket_server.advertised_endpoints()), flush=True)
         await stop_requested()
         if control is not None:
             control.stop()

@@ -9,6 +9,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
+from kafkasim.broker.security.listeners import check_security
 from kafkasim.config import BROKER, TOPIC_CONFIGS, ConfigKey, build, check_names, config_fields, setting
 from kafkasim.config.fields import NAMES
 from kafkasim.storage.log import LogConfig
@@ -17,6 +18,7 @@ from kafkasim.storage.log_manager import LogManagerConfig
 T = TypeVar("T")
 # Not Kafka configs: where kafkasim listens (Kafka's listeners, split), accepted by from_properties.
 LISTENER_KEYS = ("host", "port")
+LISTENER_PREFIX = "listener.name."
 # Kafka's default is 3, which a single broker cannot satisfy (creation of the internal topic
 # fails until the cluster is that big); 1 is what Kafka's shipped server.properties sets.
 OFFSETS_TOPIC_REPLICATION_FACTOR = 1
@@ -163,6 +165,32 @@ class BrokerConfig(TransactionConfig, GroupCoordinatorConfig, ControllerConfig, 
     # Replication beyond ReplicationConfig
     replica_high_watermark_checkpoint_interval_ms: int = setting("replica.high.watermark.checkpoint.interval.ms")
     inter_broker_protocol_version: str = setting("inter.broker.protocol.version")
+    # Listeners and security (kafkasim.broker.security reads them, with their listener.name.<l>. overrides)
+    listener_security_protocol_map: str = setting("listener.security.protocol.map")
+    inter_broker_listener_name: str | None = setting("inter.broker.listener.name")
+    security_inter_broker_protocol: str = setting("security.inter.broker.protocol")
+    sasl_enabled_mechanisms: str = setting("sasl.enabled.mechanisms")
+    sasl_mechanism_inter_broker_protocol: str = setting("sasl.mechanism.inter.broker.protocol")
+    sasl_jaas_config: str | None = setting("sasl.jaas.config")
+    connections_max_reauth_ms: int = setting("connections.max.reauth.ms")
+    connection_failed_authentication_delay_ms: int = setting("connection.failed.authentication.delay.ms")
+    ssl_client_auth: str = setting("ssl.client.auth")
+    ssl_keystore_type: str = setting("ssl.keystore.type")
+    ssl_keystore_location: str | None = setting("ssl.keystore.location")
+    ssl_keystore_password: str | None = setting("ssl.keystore.password")
+    ssl_keystore_certificate_chain: str | None = setting("ssl.keystore.certificate.chain")
+    ssl_keystore_key: str | None = setting("ssl.keystore.key")
+    ssl_key_password: str | None = setting("ssl.key.password")
+    ssl_truststore_type: str = setting("ssl.truststore.type")
+    ssl_truststore_location: str | None = setting("ssl.truststore.location")
+    ssl_truststore_password: str | None = setting("ssl.truststore.password")
+    ssl_truststore_certificates: str | None = setting("ssl.truststore.certificates")
+    ssl_protocol: str = setting("ssl.protocol")
+    ssl_enabled_protocols: str = setting("ssl.enabled.protocols")
+    ssl_endpoint_identification_algorithm: str = setting("ssl.endpoint.identification.algorithm")
+    ssl_principal_mapping_rules: str = setting("ssl.principal.mapping.rules")
+    # listener.name.<listener>.<config> (KafkaConfig's per-listener overrides), verbatim.
+    listener_overrides: dict[str, str] = field(default_factory=dict, repr=False)
     # The config names server.properties set (from_properties): DescribeConfigs' static layer.
     properties: frozenset[str] = field(default=frozenset(), repr=False)
 
@@ -212,13 +240,18 @@ class BrokerConfig(TransactionConfig, GroupCoordinatorConfig, ControllerConfig, 
         """Build from Kafka's names (`broker.id`, `log.segment.bytes`, ...; values typed as
         Kafka's ConfigDef parses server.properties) and `host`/`port`. An unknown name is an
         UnknownConfigError naming it; a bad value a ConfigValueError."""
+        overrides = {k: str(v) for k, v in props.items() if k.startswith(LISTENER_PREFIX)}
+        props = {k: v for k, v in props.items() if k not in overrides}
         check_names(BROKER, props, LISTENER_KEYS)
         listener: dict[str, Any] = {}
         if "host" in props:
             listener["host"] = str(props["host"])
         if "port" in props:
             listener["port"] = int(props["port"])
-        return build(cls, props, properties=frozenset(props), **listener)
+        cfg = build(cls, props, properties=frozenset(props) | frozenset(overrides), listener_overrides=overrides,
+                    **listener)
+        check_security(cfg)   # listeners, protocols, mechanisms: Kafka's startup checks, before anything starts
+        return cfg
 
 
 # Broker config name -> the BrokerConfig field holding it (its own field, not a fallback's).

@@ -347,9 +347,14 @@ def _leader_and_isr_response(version: int, error: int, errors: dict[tuple[str, i
 def _broker_info(b: Any, version: int) -> Z.BrokerInfo:
     if version == 0:
         return Z.BrokerInfo(b.id, b.v0_host, b.v0_port, None)
-    ep = next((e for e in b.endpoints if e.listener in ("PLAINTEXT", "")), b.endpoints[0] if b.endpoints else None)
+    ep = next((e for e in b.endpoints if e.listener in ("PLAINTEXT", "")), None) or \
+        next((e for e in b.endpoints if e.security_protocol == 0), b.endpoints[0] if b.endpoints else None)
     host, port = (ep.host, ep.port) if ep is not None else ("", -1)
-    return Z.BrokerInfo(b.id, host, port, b.rack if version >= 2 else None)
+    # v3+ names each endpoint's listener; v1-2's are named by their protocol.
+    protocols = {v: k for k, v in Z.SECURITY_PROTOCOL_IDS.items()}
+    endpoints = tuple((e.listener or protocols.get(e.security_protocol, "PLAINTEXT"),
+                       protocols.get(e.security_protocol, "PLAINTEXT"), e.host, e.port) for e in b.endpoints)
+    return Z.BrokerInfo(b.id, host, port, b.rack if version >= 2 else None, endpoints)
 
 
 def _update_metadata_partitions(req: UpdateMetadataRequest, version: int) -> list[tuple[str, bytes, int, Any]]:

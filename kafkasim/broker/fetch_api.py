@@ -37,6 +37,7 @@ from kafkasim.broker.fetch_session import (
     TopicIdPartition,
 )
 from kafkasim.broker.replica_manager import FetchResult, FetchSpec
+from kafkasim.broker.request_context import context_of
 from kafkasim.protocol import errors as E
 from kafkasim.protocol.messages.fetch import FetchRequest, FetchResponse
 from kafkasim.records.conversion import UnsupportedCompressionTypeError, lazy_down_convert
@@ -131,7 +132,8 @@ class FetchApi:
             else:
                 topics.append(FT(topic=name or "", topic_id=topic_id, partitions=[pd]))
         return FetchResponse(throttle_time_ms=0, error_code=error, session_id=response_session_id, responses=topics,
-                             node_endpoints=self._node_endpoints(converted) if version >= 16 else [])
+                             node_endpoints=self._node_endpoints(converted, context_of(header).listener_name)
+                             if version >= 16 else [])
 
     def _trace_session(self, context: FetchContext, error: int, asked: int, answered: int, replica_id: int) -> None:
         """A session created or refused (not every incremental fetch: a consumer makes several a
@@ -221,13 +223,14 @@ class FetchApi:
         pm = meta.partitions.get(w.partition) if meta is not None else None
         return (pm.leader, pm.leader_epoch) if pm is not None else (-1, -1)
 
-    def _node_endpoints(self, parts: list[tuple[TopicIdPartition, Any]]) -> list[Any]:
+    def _node_endpoints(self, parts: list[tuple[TopicIdPartition, Any]], listener: str) -> list[Any]:
         NE = FetchResponse.NodeEndpoint
         ids = sorted({pd.current_leader.leader_id for _, pd in parts
                       if pd.current_leader is not None and pd.current_leader.leader_id >= 0})
         brokers = self.metadata_cache.brokers
-        return [NE(node_id=b, host=brokers[b].host, port=brokers[b].port, rack=brokers[b].rack)
-                for b in ids if b in brokers]
+        # Each leader's endpoint on the request's listener (Kafka: getAliveBrokerNode(id, listenerName)).
+        return [NE(node_id=b, host=ep[0], port=ep[1], rack=brokers[b].rack)
+                for b in ids if b in brokers and (ep := brokers[b].endpoint(listener)) is not None]
 
 
 def _fetch_data(req: FetchRequest, version: int, names: dict[bytes, str]) -> dict[TopicIdPartition, PartitionRequest]:

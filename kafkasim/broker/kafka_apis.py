@@ -32,6 +32,8 @@ from kafkasim.broker.group.txn_offsets import register as register_txn_offset_co
 from kafkasim.broker.group.zk_offsets import ZkConsumerOffsets
 from kafkasim.broker.list_offsets_api import ListOffsetsApi
 from kafkasim.broker.produce_api import ProduceApi
+from kafkasim.broker.request_context import context_of
+from kafkasim.broker.security import apis as security_apis
 from kafkasim.broker.transaction import apis as transaction_apis
 from kafkasim.broker.transaction.marker_append import append_coordinator_batch
 from kafkasim.broker.zk.kafka_zk_client import TopicError, validate_topic_name
@@ -119,6 +121,7 @@ class KafkaApis:
         self.controller_apis = ControllerApis(rt, replica_manager, metadata_cache, controller, group_coordinator,
                                               topic_admin, broker_epoch)
         controller_apis.register(self, self.controller_apis)
+        security_apis.register(self)   # SaslHandshake, SaslAuthenticate after authentication
 
     def register(self, api_key: int, min_version: int, max_version: int, handler: Handler) -> None:
         """Advertise [min, max] for api_key and route its requests to handler. Only what is
@@ -173,8 +176,10 @@ class KafkaApis:
             t.topic_authorized_operations = TOPIC_AUTHORIZED_OPERATIONS_ALL if version >= 8 and \
                 req.include_topic_authorized_operations else AUTHORIZED_OPERATIONS_OMITTED
             topics.append(t)
-        brokers = [MetadataResponse.MetadataResponseBroker(node_id=b.broker_id, host=b.host, port=b.port, rack=b.rack)
-                   for b in sorted(cache.brokers.values(), key=lambda b: b.broker_id)]
+        listener = context_of(header).listener_name   # the brokers' endpoints on the listener asked
+        brokers = [MetadataResponse.MetadataResponseBroker(node_id=b.broker_id, host=ep[0], port=ep[1], rack=b.rack)
+                   for b in sorted(cache.brokers.values(), key=lambda b: b.broker_id)
+                   if (ep := b.endpoint(listener)) is not None]
         cluster_ops = CLUSTER_AUTHORIZED_OPERATIONS_ALL if 8 <= version <= 10 and \
             req.include_cluster_authorized_operations else AUTHORIZED_OPERATIONS_OMITTED
         return MetadataResponse(throttle_time_ms=0, brokers=brokers, cluster_id=cache.cluster_id,

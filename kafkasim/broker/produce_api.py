@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any
 
 from kafkasim.broker.api_registry import CloseConnection
 from kafkasim.broker.metadata_cache import INTERNAL_TOPICS
+from kafkasim.broker.request_context import context_of
 from kafkasim.protocol import errors as E
 from kafkasim.protocol.messages.produce import ProduceRequest, ProduceResponse
 from kafkasim.records.batch import MAGIC_VALUE_V2, iter_batches, peek_magic
@@ -99,7 +100,7 @@ class ProduceApi:
                 rt.trace("connection_closed", reason="acks=0 produce failed")
                 raise CloseConnection("error in a produce request with acks=0")
             return None  # acks=0: the producer expects no response at all
-        endpoints = self._leader_hints(req, responses) if version >= 10 else []
+        endpoints = self._leader_hints(req, responses, context_of(header).listener_name) if version >= 10 else []
         return ProduceResponse(responses=responses, throttle_time_ms=0, node_endpoints=endpoints)
 
     async def _append(self, version: int, acks: int, topic: str, pd: Any,
@@ -141,7 +142,7 @@ class ProduceApi:
             return part, res.info.last_offset + 1
         return part, None
 
-    def _leader_hints(self, req: ProduceRequest, responses: list[Any]) -> list[Any]:
+    def _leader_hints(self, req: ProduceRequest, responses: list[Any], listener: str) -> list[Any]:
         """KIP-951: NOT_LEADER_OR_FOLLOWER partitions name the leader this broker knows."""
         NE = ProduceResponse.NodeEndpoint
         leaders: set[int] = set()
@@ -161,5 +162,6 @@ class ProduceApi:
                 part.current_leader = PR.LeaderIdAndEpoch(leader_id=leader, leader_epoch=epoch)
                 leaders.add(leader)
         brokers = self.metadata_cache.brokers
-        return [NE(node_id=b, host=brokers[b].host, port=brokers[b].port, rack=brokers[b].rack)
-                for b in sorted(leaders) if b in brokers]
+        # Each leader's endpoint on the request's listener (Kafka: getAliveBrokerNode(id, listenerName)).
+        return [NE(node_id=b, host=ep[0], port=ep[1], rack=brokers[b].rack)
+                for b in sorted(leaders) if b in brokers and (ep := brokers[b].endpoint(listener)) is not None]

@@ -30,6 +30,7 @@ from kafkasim.broker.producer_id_manager import ZkProducerIdManager, producer_id
 from kafkasim.broker.purgatory import DelayedOperationPurgatory
 from kafkasim.broker.replica_manager import ReplicaManager
 from kafkasim.broker.request_faults import RequestFaults
+from kafkasim.broker.security.credentials import zk_credentials
 from kafkasim.broker.socket_server import SocketServer
 from kafkasim.broker.topic_admin import TopicAdmin
 from kafkasim.broker.transaction.coordinator import TransactionCoordinator
@@ -123,7 +124,7 @@ class KafkaServer:
         self.metadata_cache = cache = MetadataCache(cluster_id=cluster_id)
         # Built now, bound after the logs are loaded (as Kafka's, whose bound port the broker
         # registration and the static `listeners` config report).
-        self.socket_server = socket_server = SocketServer(rt, cfg, self.request_faults)
+        self.socket_server = socket_server = SocketServer(rt, cfg, self.request_faults, zk_credentials(zk))
         # DelayedCreatePartitions / DelayedDeleteTopics (Kafka's ZkAdminManager.topicPurgatory).
         topic_admin = TopicAdmin(rt, cfg, kzk, cache, DelayedOperationPurgatory(rt, "topic"))
         log_manager = LogManager(rt, cfg.log_dir, cfg.log_config(), cfg.log_manager_config())
@@ -179,7 +180,9 @@ class KafkaServer:
         """/brokers/ids/<id> (ephemeral): at startup, and again by the controller in each new
         ZooKeeper session."""
         cfg = self.config
-        self.broker_epoch = await kzk.register_broker(cfg.broker_id, cfg.host, self.port, cfg.rack)
+        assert self.socket_server is not None
+        self.broker_epoch = await kzk.register_broker(cfg.broker_id, self.socket_server.advertised_endpoints(),
+                                                      cfg.rack)
 
     def _read_meta_properties(self) -> dict[str, str]:
         path = f"{split_log_dirs(self.config.log_dir)[0]}/{META_PROPERTIES}"

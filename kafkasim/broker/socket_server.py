@@ -6,15 +6,30 @@ handler before reading the next frame. Bad input closes that one connection, as 
 a frame above socket.request.max.bytes, an unknown api key, a malformed header or body, or an
 unsupported version of any API but ApiVersions — which instead gets Kafka's KIP-511 answer
 (error 35 in a v0 body listing the supported ApiVersions range).
+
+Listeners: one acceptor per entry of `listeners` (kafkasim's host/port stand for
+`PLAINTEXT://host:port` when it is unset), each with its security protocol: SSL and SASL_SSL
+streams come TLS-wrapped from the runtime (the simulated world marks them instead); on SASL
+listeners a SaslAuthenticator (kafkasim.broker.security) sees every frame until the connection
+has authenticated. Each request carries its connection's principal, listener and protocol in its
+RequestContext: `User:<SASL name>`, `User:<certificate subject>` on SSL with a client
+certificate, else `User:ANONYMOUS`.
 """
 
 from __future__ import annotations
 
+import functools
 import struct
 from typing import TYPE_CHECKING, Any
 
-from kafkasim.broker.request_context import RequestContext
+from kafkasim.broker.request_context import ANONYMOUS, KafkaPrincipal, RequestContext
 from kafkasim.broker.request_faults import RequestFaults
+from kafkasim.broker.security.authenticator import SaslAuthenticator
+from kafkasim.broker.security.credentials import no_credentials
+from kafkasim.broker.security.listeners import listeners_of
+from kafkasim.broker.security.scram import CredentialLookup
+from kafkasim.broker.security.settings import ListenerSecurity, security_of
+from kafkasim.broker.zk.zk_data import Endpoint
 from kafkasim.protocol import api as A
 from kafkasim.protocol.errors import ProtocolError
 from kafkasim.protocol.framing import api_versions_unsupported_response, parse_request_frame, peek_request_ids
@@ -60,49 +75,94 @@ class _IdleReaper:
             self.timer.cancel()
 
 
+class _Connection:
+    """What a connection's requests carry: its listener and, once known, its principal."""
+
+    def __init__(self, security: ListenerSecurity, stream: Stream, auth: SaslAuthenticator | None) -> None:
+        self.security, self.stream, self.auth = security, stream, auth
+        # SSL: the client certificate's subject (DefaultKafkaPrincipalBuilder); SASL: set on login.
+        self.tls_principal = KafkaPrincipal("User", stream.peer_subject) if stream.peer_subject else ANONYMOUS
+
+    @property
+    def principal(self) -> KafkaPrincipal:
+        if self.auth is not None and self.auth.principal is not None:
+            return self.auth.principal
+        return self.tls_principal if self.auth is None else ANONYMOUS
+
+
 class SocketServer:
     """Built before the components that need its bound port; bound by start(); requests are
     read only once enable_request_processing() hands it the KafkaApis (built last, as Kafka's
     startup builds its request handler pool): until then a connection waits."""
 
-    def __init__(self, rt: NodeRuntime, config: BrokerConfig, request_faults: RequestFaults | None = None) -> None:
+    def __init__(self, rt: NodeRuntime, config: BrokerConfig, request_faults: RequestFaults | None = None,
+                 credentials: CredentialLookup = no_credentials) -> None:
         self.rt = rt
         self.request_faults = request_faults if request_faults is not None else RequestFaults(rt)
         self.host, self.port = config.host, config.port
         self.request_max_bytes = config.socket_request_max_bytes        # socket.request.max.bytes
         self.connections_max_idle_ms = config.connections_max_idle_ms   # connections.max.idle.ms
-        self.listener: Server | None = None
+        self.failed_authentication_delay_ms = config.connection_failed_authentication_delay_ms
+        self.listener_config = listeners_of(config)
+        self.securities = [security_of(config, e) for e in self.listener_config.bound]
+        self.credentials = credentials   # SCRAM: (user, mechanism) -> ZooKeeper's credential
+        self.listeners: dict[str, Server] = {}
+        self.listener: Server | None = None   # the inter-broker listener's acceptor
         self.connections = 0
         self._apis: Future[KafkaApis] = rt.future()  # resolved by enable_request_processing()
 
     def bound_port(self) -> int:
-        """The listener's port (the configured one until bound: port 0 binds any)."""
-        return self.listener.port if self.listener is not None else self.port
+        """The inter-broker listener's port (the configured one until bound: port 0 binds any)."""
+        inter = self.listener_config.inter_broker
+        bound = self.listeners.get(inter)
+        if bound is not None:
+            return bound.port
+        return next(e.port for e in self.listener_config.bound if e.listener_name == inter)
+
+    def advertised_endpoints(self) -> list[Endpoint]:
+        """What /brokers/ids/<id> and UpdateMetadata carry: each advertised listener, with the
+        port its acceptor bound where it was configured as 0, and kafkasim's host where the
+        listener names none (Kafka: the machine's canonical host name)."""
+        out = []
+        for e in self.listener_config.advertised:
+            port = self.listeners[e.listener_name].port if e.port == 0 and e.listener_name in self.listeners \
+                else e.port
+            out.append((e.listener_name, e.security_protocol, e.host or self.host, port))
+        return out
 
     def enable_request_processing(self, apis: KafkaApis) -> None:
         self._apis.set_result(apis)
 
     async def start(self) -> int:
-        self.listener = await self.rt.net.serve(self.host, self.port, self.handle_connection)
+        for security in self.securities:
+            e = security.endpoint
+            handler = functools.partial(self.handle_connection, security)
+            self.listeners[e.listener_name] = await self.rt.net.serve(e.host or "", e.port, handler, security.tls)
+        self.listener = self.listeners[self.listener_config.inter_broker]
         return self.listener.port
 
     def stop(self) -> None:
-        if self.listener is not None:
-            self.listener.close()
+        for listener in self.listeners.values():
+            listener.close()
 
-    async def handle_connection(self, stream: Stream) -> None:
+    async def handle_connection(self, security: ListenerSecurity, stream: Stream) -> None:
         self.connections += 1
         try:
             apis = await self._apis
-            await self._serve(stream, apis)
+            auth = SaslAuthenticator(security, self.credentials, self._nonce, self.rt.monotonic_ms) \
+                if security.sasl else None
+            await self._serve(_Connection(security, stream, auth), apis)
         except (ConnectionClosed, NetworkError):
             pass  # the client went away; nothing of theirs is pending
         finally:
             self.connections -= 1
             stream.close()
 
-    async def _serve(self, stream: Stream, apis: KafkaApis) -> None:
-        rt = self.rt
+    def _nonce(self) -> str:
+        return self.rt.rng("scram-nonce").randbytes(18).hex()
+
+    async def _serve(self, conn: _Connection, apis: KafkaApis) -> None:
+        rt, stream = self.rt, conn.stream
         max_bytes = self.request_max_bytes
         idle = _IdleReaper(rt, stream, self.connections_max_idle_ms)
         try:
@@ -113,15 +173,44 @@ class SocketServer:
                     rt.trace("connection_closed", peer=list(stream.peer), reason=str(exc))
                     return
                 idle.busy()
-                reply = await self._process(memoryview(frame), stream, apis)
+                verdict = await self._authenticate(conn, frame)
+                reply = verdict if verdict is not None else await self._process(memoryview(frame), conn, apis)
                 idle.touch()
                 if reply is False:
                     return
         finally:
             idle.stop()
 
-    async def _process(self, frame: memoryview, stream: Stream, apis: KafkaApis) -> bool:
-        rt = self.rt
+    async def _authenticate(self, conn: _Connection, frame: bytes) -> bool | None:
+        """A SASL connection's frame before (or while re-) authenticating: True/False when the
+        authenticator took it (False: close), None when it is an ordinary request."""
+        auth = conn.auth
+        if auth is None:
+            return None
+        if auth.complete:
+            if len(frame) >= 2 and frame[0:2] == A.SASL_HANDSHAKE.to_bytes(2, "big") and auth.begin_reauthentication():
+                self.rt.trace("sasl_reauthentication", peer=list(conn.stream.peer))
+            elif auth.expired():
+                # KafkaChannel.serverAuthenticationSessionExpired: past the session without re-authenticating.
+                self.rt.trace("connection_closed", peer=list(conn.stream.peer), reason="session expired")
+                return False
+            else:
+                return None
+        outcome = await auth.receive(frame)
+        if outcome.auth_failure and self.failed_authentication_delay_ms > 0:
+            await self.rt.sleep(self.failed_authentication_delay_ms)
+        if outcome.reply is not None:
+            await conn.stream.write(outcome.reply)
+        if outcome.close:
+            self.rt.trace("connection_closed", peer=list(conn.stream.peer), reason=outcome.reason)
+            return False
+        if auth.complete:
+            self.rt.trace("sasl_authenticated", peer=list(conn.stream.peer), principal=str(auth.principal),
+                          mechanism=auth.mechanism, listener=conn.security.endpoint.listener_name)
+        return None if outcome.forward else True
+
+    async def _process(self, frame: memoryview, conn: _Connection, apis: KafkaApis) -> bool:
+        rt, stream = self.rt, conn.stream
         try:
             ids = peek_request_ids(frame)
             if not apis.is_supported(ids.api_key, ids.api_version):
@@ -138,9 +227,11 @@ class SocketServer:
         except ProtocolError as exc:
             rt.trace("connection_closed", peer=list(stream.peer), reason=f"bad request: {exc}")
             return False
-        # The sender rides with the header (RequestContext is a RequestHeader); the listener's
-        # authenticator, once there is one, supplies the principal.
-        context = RequestContext.of(header, client_address=str(stream.peer[0]) if stream.peer else "")
+        # The sender rides with the header (RequestContext is a RequestHeader).
+        endpoint = conn.security.endpoint
+        context = RequestContext.of(header, principal=conn.principal, listener_name=endpoint.listener_name,
+                                    security_protocol=endpoint.security_protocol,
+                                    client_address=str(stream.peer[0]) if stream.peer else "")
         # Request-level faults (broker/request_faults.py): answer with an error, close, or delay.
         fault = self.request_faults.on_request(header.request_api_key, header.request_api_version, request)
         if fault.close:

@@ -140,11 +140,33 @@ class Task(abc.ABC):
 
 
 # ---------------------------------------------------------------- network
+@dataclass(frozen=True)
+class TlsSettings:
+    """One end's TLS material, PEM only (Kafka's ssl.keystore.type=PEM / ssl.truststore.type=PEM).
+    The real world builds an ssl.SSLContext from it; the simulated world reads none of it (no
+    crypto there): a TLS listener only marks its streams, refuses a peer that does not speak TLS,
+    and takes `sim_subject` as the subject of the certificate a client presents."""
+
+    keystore_location: str | None = None      # a PEM file with the private key and the certificate chain
+    certificate_chain: str | None = None      # or the chain and the key as PEM text
+    private_key: str | None = None
+    key_password: str | None = None
+    truststore_location: str | None = None    # PEM file of trusted certificates
+    truststore_certificates: str | None = None  # or PEM text
+    client_auth: str = "none"                 # a server's: none, requested, required
+    check_hostname: bool = False              # a client's: verify the server's name (endpoint identification)
+    sim_subject: str | None = None            # the simulated world: the DN of this end's certificate
+
+
 class Stream(abc.ABC):
-    """An ordered, reliable byte stream (TCP-like) owned by one node."""
+    """An ordered, reliable byte stream (TCP-like) owned by one node. On a TLS listener the
+    accepted stream is `secure`, and `peer_subject` is the RFC 2253 subject of the certificate
+    the client presented (None: none presented)."""
 
     local: tuple[str, int]
     peer: tuple[str, int]
+    secure: bool = False
+    peer_subject: str | None = None
 
     @abc.abstractmethod
     async def read_exactly(self, n: int) -> bytes:
@@ -191,12 +213,13 @@ StreamHandler = Callable[[Stream], Coroutine[Any, Any, None]]
 
 class Network(abc.ABC):
     @abc.abstractmethod
-    async def serve(self, host: str, port: int, handler: StreamHandler) -> Server:
+    async def serve(self, host: str, port: int, handler: StreamHandler, tls: TlsSettings | None = None) -> Server:
         """Listen on host:port (port 0 = any free port); each accepted stream runs
-        `handler(stream)` as a task of this node."""
+        `handler(stream)` as a task of this node. With `tls`, a stream is handed over only after
+        its TLS handshake (one that fails closes the connection, as a broker's SSL listener)."""
 
     @abc.abstractmethod
-    async def connect(self, host: str, port: int, timeout_ms: float) -> Stream: ...
+    async def connect(self, host: str, port: int, timeout_ms: float, tls: TlsSettings | None = None) -> Stream: ...
 
 
 # ---------------------------------------------------------------- filesystem

@@ -41,6 +41,7 @@ from kafkasim.broker.admin.manager import (
 )
 from kafkasim.broker.admin_utils import AssignmentError, BrokerMetadata, assign_replicas_to_brokers
 from kafkasim.broker.delayed_topic_ops import DelayedCreatePartitions, DelayedDeleteTopics
+from kafkasim.broker.request_context import context_of
 from kafkasim.broker.zk import zk_data as Z
 from kafkasim.protocol import api as A
 from kafkasim.protocol import errors as E
@@ -90,8 +91,10 @@ class TopicApis:
     async def describe_cluster(self, header: RequestHeader, req: DescribeClusterRequest) -> Message:
         cache = self.cache
         B = DescribeClusterResponse.DescribeClusterBroker
-        brokers = [B(broker_id=b.broker_id, host=b.host, port=b.port, rack=b.rack)
-                   for b in sorted(cache.brokers.values(), key=lambda b: b.broker_id)]
+        listener = context_of(header).listener_name   # each broker's endpoint on the request's listener
+        brokers = [B(broker_id=b.broker_id, host=ep[0], port=ep[1], rack=b.rack)
+                   for b in sorted(cache.brokers.values(), key=lambda b: b.broker_id)
+                   if (ep := b.endpoint(listener)) is not None]
         ops = CLUSTER_AUTHORIZED_OPERATIONS_ALL if req.include_cluster_authorized_operations \
             else AUTHORIZED_OPERATIONS_OMITTED
         version = header.request_api_version

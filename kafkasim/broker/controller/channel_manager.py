@@ -250,9 +250,8 @@ class ControllerBrokerRequestBatch:
             topic_name=t, topic_id=Z.uuid_from_str(self.ctx.topic_ids[t]) if self.ctx.topic_ids.get(t) else bytes(16),
             partition_states=sts) for t, sts in by_topic.items()]
         B = UpdateMetadataRequest.UpdateMetadataBroker
-        live = [B(id=b.broker_id, endpoints=[B.UpdateMetadataEndpoint(port=b.port, host=b.host, listener=LISTENER,
-                                                                       security_protocol=SECURITY_PROTOCOL_PLAINTEXT)],
-                  rack=b.rack) for _, b in sorted(self.ctx.live_brokers.items())]
+        live = [B(id=b.broker_id, endpoints=_endpoints(b), rack=b.rack)
+                for _, b in sorted(self.ctx.live_brokers.items())]
         for bid in sorted(self.update_metadata_brokers):
             if bid not in self.ctx.live_brokers:
                 continue
@@ -277,3 +276,12 @@ class ControllerBrokerRequestBatch:
             deleting = any(delete for delete, _ in states.values())
             channel.send_request(bid, req, STOP_REPLICA_VERSION,
                                  self.on_stop_replica_delete_response if deleting else None)
+
+
+def _endpoints(b: Z.BrokerInfo) -> list[Any]:
+    """Every listener the broker registered (its host/port as PLAINTEXT when it registered none)."""
+    E = UpdateMetadataRequest.UpdateMetadataBroker.UpdateMetadataEndpoint
+    if not b.endpoints:
+        return [E(port=b.port, host=b.host, listener=LISTENER, security_protocol=SECURITY_PROTOCOL_PLAINTEXT)]
+    return [E(port=port, host=host, listener=name, security_protocol=Z.SECURITY_PROTOCOL_IDS.get(proto, 0))
+            for name, proto, host, port in b.endpoints]

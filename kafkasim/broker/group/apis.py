@@ -135,17 +135,28 @@ class GroupApis:
     async def handle_find_coordinator(self, header: RequestHeader, req: FindCoordinatorRequest) -> Message:
         version = header.request_api_version
         if version < 4:
-            code, (node_id, host, port) = await self._get_coordinator(req.key_type, req.key, version)
+            code, (node_id, host, port) = self._on_listener(
+                header, await self._get_coordinator(req.key_type, req.key, version))
             return FindCoordinatorResponse(throttle_time_ms=0, error_code=code,
                                            error_message=_message(code) if version >= 1 else "",
                                            node_id=node_id, host=host, port=port)
         C = FindCoordinatorResponse.Coordinator
         coordinators = []
         for key in req.coordinator_keys:
-            code, (node_id, host, port) = await self._get_coordinator(req.key_type, key, version)
+            code, (node_id, host, port) = self._on_listener(header, await self._get_coordinator(req.key_type, key,
+                                                                                                 version))
             coordinators.append(C(key=key, node_id=node_id, host=host, port=port, error_code=code,
                                   error_message=_message(code)))  # Kafka sends "NONE" too
         return FindCoordinatorResponse(throttle_time_ms=0, coordinators=coordinators)
+
+    def _on_listener(self, header: RequestHeader, found: tuple[int, tuple[int, str, int]],
+                     ) -> tuple[int, tuple[int, str, int]]:
+        """The coordinator's endpoint on the listener the request came in on (Kafka's
+        getAliveBrokerNode(id, listenerName))."""
+        code, node = found
+        broker = self.metadata_cache.brokers.get(node[0]) if code == E.NONE else None
+        endpoint = broker.endpoint(context_of(header).listener_name) if broker is not None else None
+        return (code, (node[0], *endpoint)) if endpoint is not None else found
 
     async def _get_coordinator(self, key_type: int, key: str, version: int) -> tuple[int, tuple[int, str, int]]:
         if key_type == COORDINATOR_TYPE_SHARE and version < 6:

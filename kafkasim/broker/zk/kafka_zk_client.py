@@ -74,13 +74,13 @@ class KafkaZkClient:
             data, _ = await self.zk.get(Z.CLUSTER_ID)
             return str(json.loads(data)["id"])
 
-    async def register_broker(self, broker_id: int, host: str, port: int, rack: str | None,
+    async def register_broker(self, broker_id: int, endpoints: list[Z.Endpoint], rack: str | None,
                               retry_ms: float = 1000.0) -> int:
         """Create /brokers/ids/<id>; returns the broker epoch (the znode's czxid, KIP-380).
         After a crash the previous incarnation's ephemeral znode lives until its session
         expires, so, like Kafka's checkedEphemeralCreate, wait for it to go rather than fail
         (and fail only if our own session already owns it... which is success)."""
-        data = Z.broker_registration_json(host, port, self.rt.now_ms(), rack)
+        data = Z.broker_registration_json(endpoints, self.rt.now_ms(), rack)
         path = f"{Z.BROKER_IDS}/{broker_id}"
         while True:
             try:

@@ -66,31 +66,61 @@ def cluster_id_json(cluster_id: str) -> bytes:
     return _dump({"version": "1", "id": cluster_id})
 
 
-def broker_registration_json(host: str, port: int, timestamp_ms: int, rack: str | None) -> bytes:
-    reg: dict[str, Any] = {"features": {}, "listener_security_protocol_map": {"PLAINTEXT": "PLAINTEXT"},
-                           "endpoints": [f"PLAINTEXT://{host}:{port}"], "jmx_port": -1}
+# A broker endpoint: (listener name, security protocol, host, port).
+Endpoint = tuple[str, str, str, int]
+# SecurityProtocol ids, as UpdateMetadata carries them.
+SECURITY_PROTOCOL_IDS = {"PLAINTEXT": 0, "SSL": 1, "SASL_PLAINTEXT": 2, "SASL_SSL": 3}
+
+
+def broker_registration_json(endpoints: list[Endpoint], timestamp_ms: int, rack: str | None) -> bytes:
+    """BrokerInfo.toJsonBytes (version 5): every advertised endpoint and its protocol; `host` and
+    `port` are the first PLAINTEXT endpoint's (null and -1 without one), for pre-0.10 readers."""
+    plaintext = next((e for e in endpoints if e[1] == "PLAINTEXT"), None)
+    reg: dict[str, Any] = {"features": {}, "listener_security_protocol_map": {e[0]: e[1] for e in endpoints},
+                           "endpoints": [f"{e[0]}://{_host_port(e[2], e[3])}" for e in endpoints], "jmx_port": -1}
     if rack is not None:
         reg["rack"] = rack
-    reg.update(port=port, host=host, version=5, timestamp=str(timestamp_ms))
+    reg.update(port=plaintext[3] if plaintext else -1, host=plaintext[2] if plaintext else None, version=5,
+               timestamp=str(timestamp_ms))
     return _dump(reg)
+
+
+def _host_port(host: str, port: int) -> str:
+    return f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
 
 
 @dataclass(frozen=True)
 class BrokerInfo:
+    """A live broker. host/port: where kafkasim's brokers reach it (its PLAINTEXT listener, the
+    inter-broker one); endpoints: every listener it advertises, for clients of each listener."""
+
     broker_id: int
     host: str
     port: int
     rack: str | None
+    endpoints: tuple[Endpoint, ...] = ()
+
+    def endpoint(self, listener: str) -> tuple[str, int] | None:
+        """(host, port) of the named listener (Kafka's Broker.node(listenerName)); a broker
+        known without its endpoints (a LeaderAndIsr live leader) has only host/port."""
+        if not self.endpoints:
+            return self.host, self.port
+        return next(((e[2], e[3]) for e in self.endpoints if e[0] == listener), None)
 
 
 def parse_broker_registration(broker_id: int, data: bytes) -> BrokerInfo:
     reg = json.loads(data)
-    host, port = reg.get("host"), reg.get("port")
-    if not host:  # newer registrations may carry only endpoints
-        endpoint = reg["endpoints"][0].split("://", 1)[1]
-        host, port_s = endpoint.rsplit(":", 1)
-        port = int(port_s)
-    return BrokerInfo(broker_id, host, int(port), reg.get("rack"))
+    protocols = reg.get("listener_security_protocol_map") or {}
+    endpoints: list[Endpoint] = []
+    for text in reg.get("endpoints") or []:
+        name, _, hostport = text.partition("://")
+        host, _, port_s = hostport.rpartition(":")
+        endpoints.append((name, protocols.get(name, name), host.strip("[]"), int(port_s)))
+    inter = next((e for e in endpoints if e[0] == "PLAINTEXT"), None) or \
+        next((e for e in endpoints if e[1] == "PLAINTEXT"), None) or (endpoints[0] if endpoints else None)
+    host, port = (inter[2], inter[3]) if inter is not None else (reg.get("host"), reg.get("port"))
+    return BrokerInfo(broker_id, host or "", int(port if port is not None else -1), reg.get("rack"),
+                      tuple(endpoints))
 
 
 def topic_assignment_json(assignment: dict[int, list[int]], topic_id: str) -> bytes:

@@ -6,13 +6,21 @@ this node opens — to other brokers, as the replica fetchers and the controller
 to given peers ("host:port", all of them when none are named): `refuse` resets the open ones
 and refuses new ones (ECONNREFUSED); `stall` lets a connect hang until its timeout and holds
 every read and write on the open ones until the fault is healed (a black-holed peer).
+
+TLS: Python's ssl over asyncio's transports, from PEM material (TlsSettings: Kafka's
+ssl.keystore.type=PEM keys). A server stream's `peer_subject` is the client certificate's subject
+in RFC 2253 form, most specific first, as Java's X500Principal.getName() prints it (Kafka's
+SSL principal is `User:` + that name).
 """
 
 from __future__ import annotations
 
 import asyncio
+import os
 import socket
+import ssl
 import struct
+import tempfile
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -28,6 +36,7 @@ from kafkasim.runtime.api import (
     Server,
     Stream,
     StreamHandler,
+    TlsSettings,
 )
 
 if TYPE_CHECKING:
@@ -67,6 +76,10 @@ class RealStream(Stream):
         self.local = tuple(writer.get_extra_info("sockname")[:2])
         self.peer = tuple(writer.get_extra_info("peername")[:2])
         self._closed = False
+        ssl_object = writer.get_extra_info("ssl_object")
+        if ssl_object is not None:
+            self.secure = True
+            self.peer_subject = rfc2253(ssl_object.getpeercert())
 
     async def _stall(self) -> None:
         while self._faults is not None and self._faults.mode_for(self.peer) == "stall" and not self._closed:
@@ -79,7 +92,8 @@ class RealStream(Stream):
             return await self._r.readexactly(n)
         except asyncio.IncompleteReadError as exc:
             raise ConnectionClosed(f"{self.peer} closed the connection") from exc
-        except (ConnectionResetError, BrokenPipeError) as exc:
+        except (ConnectionResetError, BrokenPipeError, ssl.SSLError) as exc:
+            # ssl.SSLError: the peer's TLS alert (a certificate it refused) ends the stream too.
             raise ConnectionReset(str(exc)) from exc
 
     async def read_frame(self, max_bytes: int) -> bytes:
@@ -157,8 +171,9 @@ class RealNetwork(Network):
     def heal(self, fault_id: str) -> bool:
         return self.faults.rules.pop(fault_id, None) is not None
 
-    async def serve(self, host: str, port: int, handler: StreamHandler) -> Server:
+    async def serve(self, host: str, port: int, handler: StreamHandler, tls: TlsSettings | None = None) -> Server:
         self._node.check()
+        context = server_context(tls) if tls is not None else None
 
         async def on_accept(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
             if not self._node.alive():
@@ -175,13 +190,13 @@ class RealNetwork(Network):
                 self._streams.discard(stream)
                 stream.close()
 
-        srv = await asyncio.start_server(on_accept, host, port, reuse_address=True, limit=1 << 20)
+        srv = await asyncio.start_server(on_accept, host, port, reuse_address=True, limit=1 << 20, ssl=context)
         bound = srv.sockets[0].getsockname()
         server = RealServer(srv, bound[0], bound[1])
         self._servers.append(server)
         return server
 
-    async def connect(self, host: str, port: int, timeout_ms: float) -> Stream:
+    async def connect(self, host: str, port: int, timeout_ms: float, tls: TlsSettings | None = None) -> Stream:
         self._node.check()
         mode = self.faults.mode_for((host, port))
         if mode is not None:
@@ -190,13 +205,16 @@ class RealNetwork(Network):
                 raise ConnectionRefused(f"connection refused: {host}:{port} (injected)")
             await asyncio.sleep(timeout_ms / 1000.0)
             raise RuntimeTimeout(f"connect to {host}:{port} timed out after {timeout_ms} ms (injected stall)")
+        context = client_context(tls) if tls is not None else None
         try:
-            reader, writer = await asyncio.wait_for(asyncio.open_connection(host, port, limit=1 << 20),
+            reader, writer = await asyncio.wait_for(asyncio.open_connection(host, port, limit=1 << 20, ssl=context),
                                                     timeout_ms / 1000.0)
         except TimeoutError as exc:
             raise RuntimeTimeout(f"connect to {host}:{port} timed out after {timeout_ms} ms") from exc
         except ConnectionRefusedError as exc:
             raise ConnectionRefused(f"connection refused: {host}:{port}") from exc
+        except ssl.SSLError as exc:
+            raise ConnectionReset(f"TLS handshake with {host}:{port} failed: {exc}") from exc
         except OSError as exc:
             raise ConnectionRefused(f"connect to {host}:{port} failed: {exc}") from exc
         if not self._node.alive():
@@ -214,4 +232,80 @@ class RealNetwork(Network):
         self._streams.clear()
 
 
-__all__: list[Any] = ["NetFaults", "RealNetwork", "RealStream", "RealServer"]
+class TlsConfigError(ValueError):
+    """TLS material that cannot be loaded (a missing file, a key that does not match)."""
+
+
+_VERIFY = {"none": ssl.CERT_NONE, "requested": ssl.CERT_OPTIONAL, "required": ssl.CERT_REQUIRED}
+
+
+def server_context(tls: TlsSettings) -> ssl.SSLContext:
+    ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    ctx.minimum_version = ssl.TLSVersion.TLSv1_2   # ssl.enabled.protocols' default: TLSv1.2,TLSv1.3
+    _load_keystore(ctx, tls)
+    _load_truststore(ctx, tls)
+    ctx.verify_mode = _VERIFY[tls.client_auth]
+    return ctx
+
+
+def client_context(tls: TlsSettings) -> ssl.SSLContext:
+    ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
+    ctx.check_hostname = tls.check_hostname
+    _load_truststore(ctx, tls)
+    if tls.keystore_location or tls.certificate_chain:
+        _load_keystore(ctx, tls)
+    return ctx
+
+
+def _load_keystore(ctx: ssl.SSLContext, tls: TlsSettings) -> None:
+    try:
+        if tls.keystore_location:
+            ctx.load_cert_chain(tls.keystore_location, password=tls.key_password)
+        elif tls.certificate_chain and tls.private_key:
+            # ssl loads a chain only from files: the PEM text goes through a private temporary one.
+            with tempfile.TemporaryDirectory() as d:
+                chain, key = os.path.join(d, "chain.pem"), os.path.join(d, "key.pem")
+                for path, text in ((chain, tls.certificate_chain), (key, tls.private_key)):
+                    with open(os.open(path, os.O_WRONLY | os.O_CREAT, 0o600), "w") as f:
+                        f.write(text)
+                ctx.load_cert_chain(chain, key, password=tls.key_password)
+        else:
+            raise TlsConfigError("no keystore: set ssl.keystore.location, or ssl.keystore.certificate.chain "
+                                 "and ssl.keystore.key (ssl.keystore.type=PEM)")
+    except (OSError, ssl.SSLError) as exc:
+        raise TlsConfigError(f"cannot load the keystore {tls.keystore_location or '(PEM text)'}: {exc}") from exc
+
+
+def _load_truststore(ctx: ssl.SSLContext, tls: TlsSettings) -> None:
+    try:
+        if tls.truststore_location:
+            ctx.load_verify_locations(cafile=tls.truststore_location)
+        elif tls.truststore_certificates:
+            ctx.load_verify_locations(cadata=tls.truststore_certificates)
+    except (OSError, ssl.SSLError) as exc:
+        raise TlsConfigError(f"cannot load the truststore {tls.truststore_location or '(PEM text)'}: {exc}") from exc
+
+
+# Java's X500Principal.getName() (RFC 2253) keywords; others print as Python names them.
+_RFC2253_KEYWORDS = {"commonName": "CN", "countryName": "C", "localityName": "L", "stateOrProvinceName": "ST",
+                     "organizationName": "O", "organizationalUnitName": "OU", "streetAddress": "STREET",
+                     "domainComponent": "DC", "userId": "UID"}
+
+
+def rfc2253(cert: Any) -> str | None:
+    """The subject of a peer certificate (ssl's getpeercert() dict) as RFC 2253 prints it: the
+    RDNs in reverse order, `+` inside a multi-valued RDN, special characters escaped."""
+    if not cert or "subject" not in cert:
+        return None
+    rdns = ["+".join(f"{_RFC2253_KEYWORDS.get(k, k)}={_escape(v)}" for k, v in rdn) for rdn in cert["subject"]]
+    return ",".join(reversed(rdns))
+
+
+def _escape(value: str) -> str:
+    out = "".join("\\" + c if c in ',+"\\<>;' else c for c in value)
+    if out.startswith((" ", "#")):
+        out = "\\" + out
+    return out[:-1] + "\\ " if out.endswith(" ") else out
+
+
+__all__: list[Any] = ["NetFaults", "RealNetwork", "RealStream", "RealServer", "TlsConfigError", "rfc2253"]

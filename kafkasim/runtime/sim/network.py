@@ -12,6 +12,12 @@ round trip.
 Crash of a host: its listeners vanish; with `notify_peers` (a process kill: the OS is still up)
 every stream of the host sends an RST after the data already queued; without it (power loss)
 the data it had queued is lost with it, and peers hear nothing and must time out.
+
+TLS is modelled, not computed: a listener served with TlsSettings accepts only clients that
+connect with TlsSettings (either side alone: the "handshake" fails and both ends close, as a
+plaintext client on an SSL port sees), marks the accepted stream `secure`, and hands it the
+client's `sim_subject` as the certificate subject when it asks for client auth (`required`
+without one fails the handshake).
 """
 
 from __future__ import annotations
@@ -30,6 +36,7 @@ from kafkasim.runtime.api import (
     Server,
     Stream,
     StreamHandler,
+    TlsSettings,
 )
 from kafkasim.runtime.rng import SeededRng
 from kafkasim.runtime.sim.kernel import Owner, SimFuture, SimKernel
@@ -188,8 +195,10 @@ class SimStream(Stream):
 
 
 class SimServer(Server):
-    def __init__(self, net: SimNetwork, owner: Owner, host: str, port: int, handler: StreamHandler) -> None:
+    def __init__(self, net: SimNetwork, owner: Owner, host: str, port: int, handler: StreamHandler,
+                 tls: TlsSettings | None = None) -> None:
         self.net, self.owner, self.host, self.port, self.handler = net, owner, host, port, handler
+        self.tls = tls
 
     def close(self) -> None:
         self.net.listeners.pop((self.host, self.port), None)
@@ -284,16 +293,18 @@ class SimNetwork:
         if lst is not None and stream in lst:
             lst.remove(stream)
 
-    def listen(self, owner: Owner, host: str, port: int, handler: StreamHandler) -> SimServer:
+    def listen(self, owner: Owner, host: str, port: int, handler: StreamHandler,
+               tls: TlsSettings | None = None) -> SimServer:
         if port == 0:
             port = self._ephemeral_port(host)
         if (host, port) in self.listeners:
             raise OSError(98, f"address in use: {host}:{port}")
-        server = SimServer(self, owner, host, port, handler)
+        server = SimServer(self, owner, host, port, handler, tls)
         self.listeners[(host, port)] = server
         return server
 
-    async def connect(self, owner: Owner, src_host: str, host: str, port: int, timeout_ms: float) -> SimStream:
+    async def connect(self, owner: Owner, src_host: str, host: str, port: int, timeout_ms: float,
+                      tls: TlsSettings | None = None) -> SimStream:
         if self.aliases:
             host = self.aliases.get((host, port), host)
         if not (self.path_up(src_host, host) and self.path_up(host, src_host)):
@@ -310,6 +321,21 @@ class SimNetwork:
         accepted._out = _Direction(self, accepted, client)
         self.streams.setdefault(src_host, []).append(client)
         self.streams.setdefault(host, []).append(accepted)
-        self.kernel.spawn(server.owner, server.handler(accepted), name=f"conn {client.local[0]}:{client.local[1]}")
+        if not _tls_handshake(server.tls, tls, accepted):
+            accepted.close()   # the client reads EOF, as after a failed TLS handshake
+        else:
+            self.kernel.spawn(server.owner, server.handler(accepted), name=f"conn {client.local[0]}:{client.local[1]}")
         await self.kernel.sleep(self.delay(host, src_host))
+        client.secure = tls is not None
         return client
+
+
+def _tls_handshake(server: TlsSettings | None, client: TlsSettings | None, accepted: SimStream) -> bool:
+    """The simulated TLS handshake: both ends speak TLS or neither; client auth as configured."""
+    if server is None or client is None:
+        return server is None and client is None
+    if server.client_auth == "required" and client.sim_subject is None:
+        return False
+    accepted.secure = True
+    accepted.peer_subject = client.sim_subject if server.client_auth != "none" else None
+    return True

@@ -28,6 +28,7 @@ from kafkasim.runtime.api import (
     StreamHandler,
     Task,
     Timer,
+    TlsSettings,
 )
 from kafkasim.runtime.rng import SeededRng
 from kafkasim.runtime.seeded_bugs import check as seeded_bugs_check
@@ -67,15 +68,15 @@ class SimNet(Network):
     def __init__(self, world: SimWorld, owner: Owner, host: str) -> None:
         self._w, self._owner, self._host = world, owner, host
 
-    async def serve(self, host: str, port: int, handler: StreamHandler) -> Server:
+    async def serve(self, host: str, port: int, handler: StreamHandler, tls: TlsSettings | None = None) -> Server:
         if not self._owner.alive:
             raise NodeDead(self._owner.name)
-        return self._w.net.listen(self._owner, self._host, port, handler)
+        return self._w.net.listen(self._owner, self._host, port, handler, tls)
 
-    async def connect(self, host: str, port: int, timeout_ms: float) -> Stream:
+    async def connect(self, host: str, port: int, timeout_ms: float, tls: TlsSettings | None = None) -> Stream:
         if not self._owner.alive:
             raise NodeDead(self._owner.name)
-        return await self._w.net.connect(self._owner, self._host, host, port, timeout_ms)
+        return await self._w.net.connect(self._owner, self._host, host, port, timeout_ms, tls)
 
 
 class SimNodeRuntime(NodeRuntime):

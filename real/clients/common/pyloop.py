@@ -26,6 +26,22 @@ def parse_args(argv: Optional[list[str]] = None) -> argparse.Namespace:
     return ap.parse_args(argv)
 
 
+def security() -> dict[str, Any]:
+    """KAFKASIM_CLIENT_SECURITY (JSON), how every client of a test authenticates: {"protocol":
+    "SASL_SSL", "mechanism": "SCRAM-SHA-256", "username": U, "password": P, "ca": CA_PEM, "cert":
+    CERT_PEM, "key": KEY_PEM, "keystore": KEY_AND_CERT_PEM}; unset or {} = PLAINTEXT."""
+    raw = os.environ.get("KAFKASIM_CLIENT_SECURITY")
+    return json.loads(raw) if raw else {}
+
+
+def librdkafka_security(sec: dict[str, Any]) -> dict[str, str]:
+    """security() as librdkafka's properties (confluent-kafka, kcat)."""
+    names = {"protocol": "security.protocol", "mechanism": "sasl.mechanisms", "username": "sasl.username",
+             "password": "sasl.password", "ca": "ssl.ca.location", "cert": "ssl.certificate.location",
+             "key": "ssl.key.location"}
+    return {names[k]: str(v) for k, v in sec.items() if k in names}
+
+
 def value_of(prefix: str, i: int) -> str:
     return f"{prefix}-{i}"
 

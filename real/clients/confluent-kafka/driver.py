@@ -14,6 +14,7 @@ import confluent_kafka  # noqa: E402
 from confluent_kafka import OFFSET_BEGINNING, OFFSET_END, Consumer as CKConsumer, KafkaException, Producer, TopicPartition  # noqa: E402,E501
 
 ARGS = pyloop.parse_args()
+SECURITY = pyloop.librdkafka_security(pyloop.security())   # KAFKASIM_CLIENT_SECURITY
 CLIENT_ERRORS: list[str] = []  # librdkafka's error events (error_cb), reported with the next reply
 
 
@@ -28,7 +29,7 @@ class Consumer:
     def __init__(self, topic: str, group: Optional[str], cmd: dict[str, Any]) -> None:
         self.topic, self.group = topic, group
         self.returned: dict[int, int] = {}
-        conf: dict[str, Any] = {"bootstrap.servers": ARGS.bootstrap, "client.id": ARGS.client_id, "error_cb": on_error,
+        conf: dict[str, Any] = {"bootstrap.servers": ARGS.bootstrap, **SECURITY, "client.id": ARGS.client_id, "error_cb": on_error,
                                 "group.id": group if group is not None else f"{ARGS.client_id}-assign-only",
                                 "enable.auto.commit": False, "auto.offset.reset": cmd.get("from", "earliest")}
         if cmd.get("isolation") is not None:
@@ -88,7 +89,7 @@ def producer_for(cmd: dict[str, Any]) -> Producer:
     txn_id = cmd.get("transactional_id")
     key = (str(cmd.get("acks")), cmd.get("compression", "none"), cmd.get("idempotent"), txn_id)
     if key not in PRODUCERS:
-        conf: dict[str, Any] = {"bootstrap.servers": ARGS.bootstrap, "client.id": ARGS.client_id,
+        conf: dict[str, Any] = {"bootstrap.servers": ARGS.bootstrap, **SECURITY, "client.id": ARGS.client_id,
                                 "error_cb": on_error}
         if txn_id is not None:
             conf["transactional.id"] = txn_id
@@ -191,13 +192,13 @@ class Pipeline:
     def __init__(self, cmd: dict[str, Any]) -> None:
         self.input, self.output = cmd["input"], cmd["output"]
         self.transactions = 0
-        self.c = CKConsumer({"bootstrap.servers": ARGS.bootstrap, "client.id": ARGS.client_id, "error_cb": on_error,
+        self.c = CKConsumer({"bootstrap.servers": ARGS.bootstrap, **SECURITY, "client.id": ARGS.client_id, "error_cb": on_error,
                              "group.id": cmd["group"], "enable.auto.commit": False, "auto.offset.reset": "earliest",
                              "isolation.level": "read_committed",
                              "session.timeout.ms": cmd.get("session_timeout_ms", 10000),
                              "heartbeat.interval.ms": cmd.get("heartbeat_interval_ms", 1000)})
         self.c.subscribe([self.input])
-        self.p = Producer({"bootstrap.servers": ARGS.bootstrap, "client.id": ARGS.client_id, "error_cb": on_error,
+        self.p = Producer({"bootstrap.servers": ARGS.bootstrap, **SECURITY, "client.id": ARGS.client_id, "error_cb": on_error,
                            "transactional.id": cmd["transactional_id"]})
         self.p.init_transactions(30)
 

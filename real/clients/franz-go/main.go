@@ -5,6 +5,8 @@ package main
 import (
 	"bufio"
 	"context"
+	"crypto/tls"
+	"crypto/x509"
 	"encoding/json"
 	"errors"
 	"flag"
@@ -18,6 +20,8 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
+	"github.com/twmb/franz-go/pkg/sasl/plain"
+	"github.com/twmb/franz-go/pkg/sasl/scram"
 )
 
 var (
@@ -66,8 +70,54 @@ func noteErr(errs []string, err error) []string {
 }
 
 func baseOpts() []kgo.Opt {
-	return []kgo.Opt{kgo.SeedBrokers(*bootstrap), kgo.ClientID(*clientID),
-		kgo.WithLogger(kgo.BasicLogger(os.Stderr, kgo.LogLevelWarn, nil))}
+	return append([]kgo.Opt{kgo.SeedBrokers(*bootstrap), kgo.ClientID(*clientID),
+		kgo.WithLogger(kgo.BasicLogger(os.Stderr, kgo.LogLevelWarn, nil))}, securityOpts()...)
+}
+
+// securityOpts: KAFKASIM_CLIENT_SECURITY (JSON, ../README.md) as kgo options — TLS from PEM files,
+// SASL PLAIN or SCRAM-SHA-256/512. A bad value ends the driver with a message.
+func securityOpts() []kgo.Opt {
+	raw := os.Getenv("KAFKASIM_CLIENT_SECURITY")
+	if raw == "" {
+		return nil
+	}
+	var s map[string]string
+	if err := json.Unmarshal([]byte(raw), &s); err != nil {
+		fmt.Fprintln(os.Stderr, "KAFKASIM_CLIENT_SECURITY:", err)
+		os.Exit(2)
+	}
+	var opts []kgo.Opt
+	if strings.HasSuffix(s["protocol"], "SSL") {
+		cfg := &tls.Config{MinVersion: tls.VersionTLS12}
+		if s["ca"] != "" {
+			pem, err := os.ReadFile(s["ca"])
+			if err != nil {
+				fmt.Fprintln(os.Stderr, "KAFKASIM_CLIENT_SECURITY ca:", err)
+				os.Exit(2)
+			}
+			cfg.RootCAs = x509.NewCertPool()
+			cfg.RootCAs.AppendCertsFromPEM(pem)
+		}
+		if s["cert"] != "" {
+			pair, err := tls.LoadX509KeyPair(s["cert"], s["key"])
+			if err != nil {
+				fmt.Fprintln(os.Stderr, "KAFKASIM_CLIENT_SECURITY cert:", err)
+				os.Exit(2)
+			}
+			cfg.Certificates = []tls.Certificate{pair}
+		}
+		opts = append(opts, kgo.DialTLSConfig(cfg))
+	}
+	user, pass := s["username"], s["password"]
+	switch s["mechanism"] {
+	case "PLAIN":
+		opts = append(opts, kgo.SASL(plain.Auth{User: user, Pass: pass}.AsMechanism()))
+	case "SCRAM-SHA-256":
+		opts = append(opts, kgo.SASL(scram.Auth{User: user, Pass: pass}.AsSha256Mechanism()))
+	case "SCRAM-SHA-512":
+		opts = append(opts, kgo.SASL(scram.Auth{User: user, Pass: pass}.AsSha512Mechanism()))
+	}
+	return opts
 }
 
 // ------------------------------------------------------------------ produce

@@ -15,6 +15,16 @@ from kafka import KafkaConsumer, KafkaProducer, TopicPartition  # noqa: E402
 from kafka.structs import OffsetAndMetadata  # noqa: E402
 
 ARGS = pyloop.parse_args()
+
+
+def _security(sec: dict[str, Any]) -> dict[str, Any]:
+    """KAFKASIM_CLIENT_SECURITY as kafka-python's arguments."""
+    names = {"protocol": "security_protocol", "mechanism": "sasl_mechanism", "username": "sasl_plain_username",
+             "password": "sasl_plain_password", "ca": "ssl_cafile", "cert": "ssl_certfile", "key": "ssl_keyfile"}
+    return {names[k]: v for k, v in sec.items() if k in names}
+
+
+SECURITY = _security(pyloop.security())
 CODECS = ["none", "gzip"] + [c for c, ok in (("snappy", kafka.codec.has_snappy()), ("lz4", kafka.codec.has_lz4()),
                                               ("zstd", kafka.codec.has_zstd())) if ok]
 
@@ -22,7 +32,7 @@ CODECS = ["none", "gzip"] + [c for c, ok in (("snappy", kafka.codec.has_snappy()
 class Consumer:
     def __init__(self, topic: str, group: Optional[str], cmd: dict[str, Any]) -> None:
         self.topic, self.group = topic, group
-        conf: dict[str, Any] = dict(bootstrap_servers=ARGS.bootstrap, client_id=ARGS.client_id,
+        conf: dict[str, Any] = dict(bootstrap_servers=ARGS.bootstrap, **SECURITY, client_id=ARGS.client_id,
                                     enable_auto_commit=False, auto_offset_reset=cmd.get("from", "earliest"),
                                     group_id=group, isolation_level=cmd.get("isolation") or "read_uncommitted")
         if group is not None:
@@ -78,7 +88,7 @@ def producer_for(cmd: dict[str, Any]) -> KafkaProducer:
     txn_id = cmd.get("transactional_id")
     key = (str(cmd.get("acks")), cmd.get("compression", "none"), cmd.get("idempotent"), txn_id)
     if key not in PRODUCERS:
-        conf: dict[str, Any] = dict(bootstrap_servers=ARGS.bootstrap, client_id=ARGS.client_id)
+        conf: dict[str, Any] = dict(bootstrap_servers=ARGS.bootstrap, **SECURITY, client_id=ARGS.client_id)
         if txn_id is not None:
             conf["transactional_id"] = txn_id
         if "acks" in cmd and cmd["acks"] is not None:
@@ -158,7 +168,7 @@ class Pipeline:
     def __init__(self, cmd: dict[str, Any]) -> None:
         self.input, self.output = cmd["input"], cmd["output"]
         self.transactions = 0
-        self.c = KafkaConsumer(bootstrap_servers=ARGS.bootstrap, client_id=ARGS.client_id, group_id=cmd["group"],
+        self.c = KafkaConsumer(bootstrap_servers=ARGS.bootstrap, **SECURITY, client_id=ARGS.client_id, group_id=cmd["group"],
                                enable_auto_commit=False, auto_offset_reset="earliest",
                                isolation_level="read_committed",
                                session_timeout_ms=cmd.get("session_timeout_ms", 10000),
@@ -168,7 +178,7 @@ class Pipeline:
         self.p = self.new_producer()
 
     def new_producer(self) -> KafkaProducer:
-        p = KafkaProducer(bootstrap_servers=ARGS.bootstrap, client_id=ARGS.client_id, transactional_id=self.txn_id)
+        p = KafkaProducer(bootstrap_servers=ARGS.bootstrap, **SECURITY, client_id=ARGS.client_id, transactional_id=self.txn_id)
         p.init_transactions()
         return p
 

@@ -49,7 +49,8 @@ def codecs() -> list[str]:
 
 
 def base(cmd: dict[str, Any]) -> list[str]:
-    return [KCAT, "-b", ARGS.bootstrap, "-X", f"client.id={ARGS.client_id}"]
+    security = [a for k, v in pyloop.librdkafka_security(pyloop.security()).items() for a in ("-X", f"{k}={v}")]
+    return [KCAT, "-b", ARGS.bootstrap, "-X", f"client.id={ARGS.client_id}", *security]
 
 
 def produce(cmd: dict[str, Any]) -> dict[str, Any]:

@@ -23,6 +23,35 @@ public final class Driver {
   static final Map<String, KafkaProducer<String, String>> producers = new HashMap<>();
   static final Map<String, Member> consumers = new LinkedHashMap<>();
 
+  // KAFKASIM_CLIENT_SECURITY (JSON, ../README.md): security.protocol, the SASL mechanism and its JAAS
+  // login, PEM trust and key stores (`keystore`: the private key and certificate in one PEM file).
+  static void secure(Properties p) {
+    String raw = System.getenv("KAFKASIM_CLIENT_SECURITY");
+    if (raw == null || raw.isEmpty()) return;
+    try {
+      JsonNode s = JSON.readTree(raw);
+      if (s.hasNonNull("protocol")) p.put("security.protocol", s.get("protocol").asText());
+      if (s.hasNonNull("mechanism")) {
+        String m = s.get("mechanism").asText();
+        String module = m.equals("PLAIN") ? "org.apache.kafka.common.security.plain.PlainLoginModule"
+            : "org.apache.kafka.common.security.scram.ScramLoginModule";
+        p.put("sasl.mechanism", m);
+        p.put("sasl.jaas.config", module + " required username=\"" + s.path("username").asText()
+            + "\" password=\"" + s.path("password").asText() + "\";");
+      }
+      if (s.hasNonNull("ca")) {
+        p.put("ssl.truststore.type", "PEM");
+        p.put("ssl.truststore.location", s.get("ca").asText());
+      }
+      if (s.hasNonNull("keystore")) {
+        p.put("ssl.keystore.type", "PEM");
+        p.put("ssl.keystore.location", s.get("keystore").asText());
+      }
+    } catch (Exception e) {
+      throw new IllegalArgumentException("KAFKASIM_CLIENT_SECURITY: " + e.getMessage(), e);
+    }
+  }
+
   static String describe(Throwable t) {
     return t.getClass().getSimpleName() + ": " + t.getMessage();
   }
@@ -45,6 +74,7 @@ public final class Driver {
     return producers.computeIfAbsent(key, k -> {
       Properties p = new Properties();
       p.put(ProducerConfig.BOOTSTRAP_SERVERS_CONFIG, bootstrap);
+      secure(p);
       p.put(ProducerConfig.CLIENT_ID_CONFIG, clientId);
       p.put(ProducerConfig.KEY_SERIALIZER_CLASS_CONFIG, StringSerializer.class.getName());
       p.put(ProducerConfig.VALUE_SERIALIZER_CLASS_CONFIG, StringSerializer.class.getName());
@@ -119,6 +149,7 @@ public final class Driver {
       group = cmd.hasNonNull("group") ? cmd.get("group").asText() : null;
       Properties p = new Properties();
       p.put(ConsumerConfig.BOOTSTRAP_SERVERS_CONFIG, bootstrap);
+      secure(p);
       p.put(ConsumerConfig.CLIENT_ID_CONFIG, clientId);
       p.put(ConsumerConfig.KEY_DESERIALIZER_CLASS_CONFIG, StringDeserializer.class.getName());
       p.put(ConsumerConfig.VALUE_DESERIALIZER_CLASS_CONFIG, StringDeserializer.class.getName());
@@ -234,6 +265,7 @@ public final class Driver {
       txnId = cmd.get("transactional_id").asText();
       Properties cp = new Properties();
       cp.put(ConsumerConfig.BOOTSTRAP_SERVERS_CONFIG, bootstrap);
+      secure(cp);
       cp.put(ConsumerConfig.CLIENT_ID_CONFIG, clientId);
       cp.put(ConsumerConfig.KEY_DESERIALIZER_CLASS_CONFIG, StringDeserializer.class.getName());
       cp.put(ConsumerConfig.VALUE_DESERIALIZER_CLASS_CONFIG, StringDeserializer.class.getName());
@@ -252,6 +284,7 @@ public final class Driver {
     KafkaProducer<String, String> newProducer() {
       Properties pp = new Properties();
       pp.put(ProducerConfig.BOOTSTRAP_SERVERS_CONFIG, bootstrap);
+      secure(pp);
       pp.put(ProducerConfig.CLIENT_ID_CONFIG, clientId);
       pp.put(ProducerConfig.KEY_SERIALIZER_CLASS_CONFIG, StringSerializer.class.getName());
       pp.put(ProducerConfig.VALUE_SERIALIZER_CLASS_CONFIG, StringSerializer.class.getName());
