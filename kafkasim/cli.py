@@ -241,7 +241,7 @@ def _cmd_serve(args: argparse.Namespace) -> int:
     bugs = _seeded_bugs()
     try:
         return serve(args.port, args.log_dir, args.zookeeper, args.broker_id, args.host, args.trace, configs, bugs,
-                     control_port=args.control_port)
+                     control_port=_control_port(args.control_port, default=None))
     except TlsConfigError as exc:   # a listener's keystore or truststore that does not load
         raise UsageError(f"serve: {exc}") from None
     except OSError as exc:
@@ -253,6 +253,13 @@ def _cmd_serve(args: argparse.Namespace) -> int:
         raise
 
 
+def _control_port(given: int | None, default: int | None) -> int | None:
+    """--control-port: None (not given) -> the world's default; -1 -> no control plane."""
+    if given is None:
+        return default
+    return None if given < 0 else given
+
+
 def _cmd_serve_sim(args: argparse.Namespace, configs: dict[str, str]) -> int:
     from kafkasim.config import UnknownConfigError
     from kafkasim.config.types import ConfigValueError
@@ -262,7 +269,7 @@ def _cmd_serve_sim(args: argparse.Namespace, configs: dict[str, str]) -> int:
         raise UsageError(f"serve --sim: --brokers must be >= 1, not {args.brokers}")
     opts = LiveOptions(brokers=args.brokers or 0, seed=args.seed, scenario_path=args.scenario,
                        port_base=args.port_base, configs=configs, out_dir=args.out or "",
-                       control_port=None if args.control_port < 0 else args.control_port)
+                       control_port=_control_port(args.control_port, default=0))
     try:
         return serve_sim(opts)
     except (ValueError, UnknownConfigError, ConfigValueError) as exc:  # ScenarioError is a ValueError
@@ -270,7 +277,7 @@ def _cmd_serve_sim(args: argparse.Namespace, configs: dict[str, str]) -> int:
     except OSError as exc:
         if exc.errno == errno.EADDRINUSE:
             raise UsageError(f"serve --sim: a broker port from --port-base {args.port_base} or --control-port "
-                             f"{args.control_port} is in use (choose other ports)") from None
+                             f"{args.control_port or 0} is in use (choose other ports)") from None
         raise
 
 
@@ -483,8 +490,9 @@ def _add_real_commands(sub: Any) -> None:
     s.add_argument("--zookeeper", help="HOST:PORT of a real ZooKeeper (default: an embedded store)")
     s.add_argument("--broker-id", type=int, default=0, help="broker.id")
     s.add_argument("--trace", help="write the broker's trace (JSON lines) to this file (default: none)")
-    s.add_argument("--control-port", type=int, help="serve the fault control plane (HTTP/JSON) on "
-                                                    "127.0.0.1:PORT (0: any free port; default: none)")
+    s.add_argument("--control-port", type=int,
+                   help="serve the fault control plane (HTTP/JSON) on 127.0.0.1:PORT (0: any free port, printed; "
+                        "-1: none). Default: none for a real broker, a free port with --sim")
     s.add_argument("--config", action="append", default=[], type=_key_value, metavar="KEY=VALUE",
                    help="a broker config by its server.properties name (repeatable), e.g. "
                         "group.initial.rebalance.delay.ms=0")
@@ -494,8 +502,6 @@ def _add_real_commands(sub: Any) -> None:
     s.add_argument("--scenario", help="--sim: a scenario TOML: its cluster, topics and [[faults]] timeline")
     s.add_argument("--seed", type=int, default=1, help="--sim: the world's seed (default 1)")
     s.add_argument("--port-base", type=int, default=0, help="--sim: broker i on port P+i (default: free ports)")
-    s.add_argument("--control-port", type=int, default=0,
-                   help="--sim: the fault control plane's port (default: a free port, printed; -1: none)")
     s.add_argument("--out", help="--sim: where run.json and trace.jsonl go (default reports/live/<name>-seed-<S>)")
     s.set_defaults(fn=_cmd_serve)
     cl = _sub(sub, "cluster", "start or stop a real cluster: ZooKeeper + N kafkasim serve")
