@@ -162,6 +162,12 @@ class BrokerConfig(TransactionConfig, GroupCoordinatorConfig, ControllerConfig, 
     # Replication beyond ReplicationConfig
     replica_high_watermark_checkpoint_interval_ms: int = setting("replica.high.watermark.checkpoint.interval.ms")
     inter_broker_protocol_version: str = setting("inter.broker.protocol.version")
+    # Authorization and quotas (kafkasim.broker.security.authorizer, kafkasim.broker.quota_manager)
+    authorizer_class_name: str = setting("authorizer.class.name")
+    super_users: str | None = setting("super.users")
+    allow_everyone_if_no_acl_found: bool = setting("allow.everyone.if.no.acl.found")
+    quota_window_num: int = setting("quota.window.num")
+    quota_window_size_seconds: int = setting("quota.window.size.seconds")
     # The config names server.properties set (from_properties): DescribeConfigs' static layer.
     properties: frozenset[str] = field(default=frozenset(), repr=False)
 

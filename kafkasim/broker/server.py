@@ -29,6 +29,7 @@ from kafkasim.broker.metadata_cache import MetadataCache
 from kafkasim.broker.producer_id_manager import ZkProducerIdManager, producer_id_generator
 from kafkasim.broker.purgatory import DelayedOperationPurgatory
 from kafkasim.broker.replica_manager import ReplicaManager
+from kafkasim.broker.security.authorizer import AclAuthorizer, AuthorizerConfig
 from kafkasim.broker.socket_server import SocketServer
 from kafkasim.broker.topic_admin import TopicAdmin
 from kafkasim.broker.transaction.coordinator import TransactionCoordinator
@@ -89,6 +90,7 @@ class KafkaServer:
         self.group_coordinator: GroupCoordinator | None = None
         self.txn_coordinator: TransactionCoordinator | None = None
         self.apis: KafkaApis | None = None
+        self.authorizer: AclAuthorizer | None = None
 
     @property
     def controller_epoch(self) -> int:
@@ -145,8 +147,12 @@ class KafkaServer:
         rm.leadership_listeners.append(txn.on_leadership_change)
         rm.resignation_listeners.append(txn.on_resignation_change)
         txn.startup()
+        self.authorizer = None if not cfg.authorizer_class_name else AclAuthorizer(
+            rt, zk, AuthorizerConfig.parse(cfg.super_users, cfg.allow_everyone_if_no_acl_found))
+        if self.authorizer is not None:
+            await self.authorizer.start()   # every ACL loaded before the first request is read
         self.apis = apis = KafkaApis(rt, cfg, rm, cache, controller, topic_admin, coordinator, admin_manager,
-                                     txn, kzk, self._broker_epoch)
+                                     txn, kzk, self._broker_epoch, self.authorizer)
         # Requests are processed only now, as Kafka's startProcessingRequests at the end of
         # startup: a client that connects earlier waits rather than seeing no topics.
         socket_server.enable_request_processing(apis)

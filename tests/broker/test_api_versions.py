@@ -31,9 +31,6 @@ KAFKA_TABLE = Path(__file__).resolve().parents[1] / "conformance" / "kafka-3.9.1
 NOT_YET = {
     A.SASL_HANDSHAKE,                   # SASL: issue 17 (security)
     A.SASL_AUTHENTICATE,                # SASL: issue 17
-    A.DESCRIBE_ACLS,                    # ACLs: issue 17
-    A.CREATE_ACLS,                      # ACLs: issue 17
-    A.DELETE_ACLS,                      # ACLs: issue 17
 }
 
 

@@ -1,0 +1,1 @@
+"""Security: who a request comes from (authentication) and what it may do (authorization)."""
