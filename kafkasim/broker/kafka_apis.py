@@ -51,6 +51,7 @@ if TYPE_CHECKING:
     from kafkasim.broker.controller.kafka_controller import KafkaController
     from kafkasim.broker.group.coordinator import GroupCoordinator
     from kafkasim.broker.metadata_cache import MetadataCache
+    from kafkasim.broker.quota_manager import QuotaManagers
     from kafkasim.broker.replica_manager import ReplicaManager
     from kafkasim.broker.security.authorizer import AclAuthorizer
     from kafkasim.broker.topic_admin import TopicAdmin
@@ -83,9 +84,11 @@ class KafkaApis:
                  metadata_cache: MetadataCache, controller: KafkaController, topic_admin: TopicAdmin,
                  group_coordinator: GroupCoordinator, admin_manager: AdminManager,
                  txn_coordinator: TransactionCoordinator, kzk: KafkaZkClient,
-                 broker_epoch: Callable[[], int], authorizer: AclAuthorizer | None = None) -> None:
+                 broker_epoch: Callable[[], int], authorizer: AclAuthorizer | None = None,
+                 quotas: QuotaManagers | None = None) -> None:
         """`broker_epoch` is read per request (it changes when the broker re-registers).
-        `authorizer`: authorizer.class.name's (None: every request is allowed)."""
+        `authorizer`: authorizer.class.name's (None: every request is allowed); `quotas`: the
+        client quota managers (None: no quotas)."""
         self.rt = rt
         self.config = config
         self.replica_manager = replica_manager
@@ -127,6 +130,7 @@ class KafkaApis:
         acl_apis.register(self, acl_apis.AclApis(authorizer))   # Describe/Create/DeleteAcls
         self.request_authorizer = None if authorizer is None else RequestAuthorizer(
             authorizer, metadata_cache, config.auto_create_topics_enable)
+        self.quotas = quotas
 
     def register(self, api_key: int, min_version: int, max_version: int, handler: Handler) -> None:
         """Advertise [min, max] for api_key and route its requests to handler. Only what is
@@ -141,8 +145,14 @@ class KafkaApis:
     async def handle(self, header: RequestHeader, request: Any) -> Message | None:
         handler = self.handlers[header.request_api_key]
         if self.request_authorizer is not None:   # the per-API checks: security/authorizer_rules*.py
-            return await self.request_authorizer.handle(header, request, functools.partial(handler, header))
-        return await handler(header, request)
+            response = await self.request_authorizer.handle(header, request, functools.partial(handler, header))
+        else:
+            response = await handler(header, request)
+        return response if self.quotas is None else await self.quotas.throttle(header, request, response)
+
+    def channel_throttle_ms(self, header: RequestHeader) -> int:
+        """How long the socket server mutes the channel after answering (a client over its quota)."""
+        return 0 if self.quotas is None else self.quotas.channel_throttle_ms(header)
 
     # ---------------------------------------------------------------- ApiVersions
     async def handle_api_versions(self, header: RequestHeader, req: ApiVersionsRequest) -> Message:

@@ -28,6 +28,7 @@ from kafkasim.broker.kafka_apis import KafkaApis
 from kafkasim.broker.metadata_cache import MetadataCache
 from kafkasim.broker.producer_id_manager import ZkProducerIdManager, producer_id_generator
 from kafkasim.broker.purgatory import DelayedOperationPurgatory
+from kafkasim.broker.quota_manager import QuotaManagers
 from kafkasim.broker.replica_manager import ReplicaManager
 from kafkasim.broker.security.authorizer import AclAuthorizer, AuthorizerConfig
 from kafkasim.broker.socket_server import SocketServer
@@ -151,8 +152,10 @@ class KafkaServer:
             rt, zk, AuthorizerConfig.parse(cfg.super_users, cfg.allow_everyone_if_no_acl_found))
         if self.authorizer is not None:
             await self.authorizer.start()   # every ACL loaded before the first request is read
+        quotas = QuotaManagers(rt, zk, cfg.quota_window_num, cfg.quota_window_size_seconds)
+        await quotas.start()
         self.apis = apis = KafkaApis(rt, cfg, rm, cache, controller, topic_admin, coordinator, admin_manager,
-                                     txn, kzk, self._broker_epoch, self.authorizer)
+                                     txn, kzk, self._broker_epoch, self.authorizer, quotas)
         # Requests are processed only now, as Kafka's startProcessingRequests at the end of
         # startup: a client that connects earlier waits rather than seeing no topics.
         socket_server.enable_request_processing(apis)
