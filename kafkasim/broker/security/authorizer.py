@@ -71,6 +71,7 @@ class AclAuthorizer:
     async def start(self) -> None:
         """AclAuthorizer.configure + start: the paths, every ACL, then the notifications."""
         await self.store.create_paths()
+        self.rt.trace("acl_cache_started")   # a fresh, empty cache (the simulated world's checker reads it)
         for stored, acls in (await self.store.read_all()).items():
             pattern = _pattern(stored)
             if pattern is not None:
@@ -80,16 +81,7 @@ class AclAuthorizer:
 
     # ---------------------------------------------------------------- decisions
     def authorize(self, ctx: RequestContext, op: AclOperation, rtype: ResourceType, name: str) -> bool:
-        principal = str(ctx.principal)
-        if principal in self.config.super_users:
-            return True
-        acls = self._matching(rtype, name)
-        if not acls:
-            return self.config.allow_everyone_if_no_acl_found
-        host = ctx.client_address
-        if _exists(acls, (op,), principal, host, AclPermissionType.DENY):
-            return False
-        return _exists(acls, IMPLIED_BY.get(op, (op,)), principal, host, AclPermissionType.ALLOW)
+        return decide(self.cache, self.config, str(ctx.principal), ctx.client_address, op, rtype, name)
 
     def authorized_operations(self, ctx: RequestContext, rtype: ResourceType, name: str) -> int:
         """The bit field of Metadata's and DescribeGroups' *_authorized_operations."""
@@ -119,18 +111,6 @@ class AclAuthorizer:
             if not any(d.pattern_type == PatternType.PREFIXED and p.name.startswith(d.name) for d in denied):
                 return True
         return False
-
-    def _matching(self, rtype: ResourceType, name: str) -> list[frozenset[AccessControlEntry]]:
-        out = []
-        for pattern, entries in self.cache.items():
-            if pattern.resource_type != rtype:
-                continue
-            if pattern.pattern_type == PatternType.LITERAL:
-                if pattern.name == name or pattern.name == WILDCARD_RESOURCE:
-                    out.append(entries)
-            elif name.startswith(pattern.name):
-                out.append(entries)
-        return out
 
     # ---------------------------------------------------------------- admin
     def acls(self, flt: AclBindingFilter) -> list[AclBinding]:
@@ -193,6 +173,36 @@ class AclAuthorizer:
         self.rt.trace("acls_changed", resource_type=int(pattern.resource_type), name=pattern.name,
                       pattern_type=int(pattern.pattern_type),
                       acls=[[e.principal, e.host, int(e.operation), int(e.permission_type)] for e in sorted(entries)])
+
+
+Cache = dict[ResourcePattern, frozenset[AccessControlEntry]]
+
+
+def decide(cache: Cache, config: AuthorizerConfig, principal: str, host: str, op: AclOperation,
+           rtype: ResourceType, name: str) -> bool:
+    """AclAuthorizer.authorizeAction on a cache (also the simulated world's checker's judge)."""
+    if principal in config.super_users:
+        return True
+    acls = _matching(cache, rtype, name)
+    if not acls:
+        return config.allow_everyone_if_no_acl_found
+    if _exists(acls, (op,), principal, host, AclPermissionType.DENY):
+        return False
+    return _exists(acls, IMPLIED_BY.get(op, (op,)), principal, host, AclPermissionType.ALLOW)
+
+
+def _matching(cache: Cache, rtype: ResourceType, name: str) -> list[frozenset[AccessControlEntry]]:
+    """The literal pattern's ACLs, the type's `*` wildcard's, and every prefix's of the name."""
+    out = []
+    for pattern, entries in cache.items():
+        if pattern.resource_type != rtype:
+            continue
+        if pattern.pattern_type == PatternType.LITERAL:
+            if pattern.name == name or pattern.name == WILDCARD_RESOURCE:
+                out.append(entries)
+        elif name.startswith(pattern.name):
+            out.append(entries)
+    return out
 
 
 def _exists(acls: list[frozenset[AccessControlEntry]], ops: tuple[AclOperation, ...], principal: str, host: str,
