@@ -66,8 +66,8 @@ def _filter(version: int, f: Any) -> AclBindingFilter:
     return flt
 
 
-def _binding(version: int, c: Any) -> AclBinding:
-    """CreateAclsRequest.aclBinding: what Kafka's constructors refuse fails the whole request."""
+def _binding_enums(version: int, c: Any) -> tuple[Any, Any, Any, Any]:
+    """CreateAclsRequest.validate: a v0 non-literal pattern or an UNKNOWN enum fails to parse."""
     rtype = enum_or_unknown(ResourceType, c.resource_type)
     ptype = enum_or_unknown(PatternType, c.resource_pattern_type)
     op = enum_or_unknown(AclOperation, c.operation)
@@ -76,6 +76,12 @@ def _binding(version: int, c: Any) -> AclBinding:
         raise CloseConnection("Version 0 only supports literal resource pattern types")
     if 0 in (rtype, ptype, op, perm):
         raise CloseConnection("CreatableAcls contain unrecognized enums")
+    return rtype, ptype, op, perm
+
+
+def _binding(version: int, c: Any) -> AclBinding:
+    """CreateAclsRequest.aclBinding: what Kafka's constructors refuse fails the whole request."""
+    rtype, ptype, op, perm = _binding_enums(version, c)
     kind, sep, _ = c.principal.partition(":")
     if rtype == ResourceType.ANY or ptype in (PatternType.MATCH, PatternType.ANY) or op == AclOperation.ANY \
             or perm == AclPermissionType.ANY or not sep or not kind:
@@ -94,6 +100,15 @@ def _creation_error(b: AclBinding) -> tuple[int, str] | None:
     return None
 
 
+def not_authorized_message(header: RequestHeader) -> str:
+    """AuthHelper.authorizeClusterOperation's ClusterAuthorizationException text, which names
+    Kafka's RequestChannel.Request (its connection id is this side's own)."""
+    ctx = context_of(header)
+    return (f"Request Request(processor=0, connectionId={ctx.client_address}-0, "
+            f"session=Session({ctx.principal},/{ctx.client_address}), listenerName=ListenerName({ctx.listener_name}), "
+            f"securityProtocol={ctx.security_protocol}, buffer=null, envelope=None) is not authorized.")
+
+
 class AclApis:
     def __init__(self, authorizer: AclAuthorizer | None) -> None:
         self.authorizer = authorizer
@@ -108,7 +123,8 @@ class AclApis:
             return DescribeAclsResponse(error_code=E.SECURITY_DISABLED, error_message=SECURITY_DISABLED_MESSAGE,
                                         resources=[])
         if not self._allowed(header, AclOperation.DESCRIBE):
-            return DescribeAclsResponse(error_code=E.CLUSTER_AUTHORIZATION_FAILED, error_message=None, resources=[])
+            return DescribeAclsResponse(error_code=E.CLUSTER_AUTHORIZATION_FAILED,
+                                        error_message=not_authorized_message(header), resources=[])
         R = DescribeAclsResponse.DescribeAclsResource
         grouped: dict[ResourcePattern, list[Any]] = {}
         for b in self.authorizer.acls(flt):
@@ -120,16 +136,19 @@ class AclApis:
             for p, acls in grouped.items()])
 
     async def handle_create(self, header: RequestHeader, req: CreateAclsRequest) -> Message:
+        """The cluster check, then no-authorizer, then the bindings (AclApis.handleCreateAcls)."""
         R = CreateAclsResponse.AclCreationResult
+        for c in req.creations:   # what fails to parse closes the connection before anything
+            _binding_enums(header.request_api_version, c)
+        if self.authorizer is None or not self._allowed(header, AclOperation.ALTER):
+            code, msg = (E.SECURITY_DISABLED, SECURITY_DISABLED_MESSAGE) if self.authorizer is None \
+                else (E.CLUSTER_AUTHORIZATION_FAILED, not_authorized_message(header))
+            return CreateAclsResponse(results=[R(error_code=code, error_message=msg) for _ in req.creations])
         try:
             bindings = [_binding(header.request_api_version, c) for c in req.creations]
         except AclRequestError as exc:
             return CreateAclsResponse(results=[R(error_code=exc.code, error_message=exc.message)
                                                for _ in req.creations])
-        if self.authorizer is None or not self._allowed(header, AclOperation.ALTER):
-            code, msg = (E.SECURITY_DISABLED, SECURITY_DISABLED_MESSAGE) if self.authorizer is None \
-                else (E.CLUSTER_AUTHORIZATION_FAILED, None)
-            return CreateAclsResponse(results=[R(error_code=code, error_message=msg) for _ in req.creations])
         errors = [_creation_error(b) for b in bindings]
         await self.authorizer.create_acls(b for b, err in zip(bindings, errors, strict=True) if err is None)
         return CreateAclsResponse(results=[R(error_code=E.NONE, error_message="") if err is None
@@ -140,7 +159,7 @@ class AclApis:
         filters = [_filter(header.request_api_version, f) for f in req.filters]
         if self.authorizer is None or not self._allowed(header, AclOperation.ALTER):
             code, msg = (E.SECURITY_DISABLED, SECURITY_DISABLED_MESSAGE) if self.authorizer is None \
-                else (E.CLUSTER_AUTHORIZATION_FAILED, None)
+                else (E.CLUSTER_AUTHORIZATION_FAILED, not_authorized_message(header))
             return DeleteAclsResponse(filter_results=[F(error_code=code, error_message=msg, matching_acls=[])
                                                       for _ in filters])
         deleted = await self.authorizer.delete_acls(filters)

@@ -125,8 +125,13 @@ class AclAuthorizer:
             await self._modify(pattern, add=frozenset(entries))
 
     async def delete_acls(self, filters: list[AclBindingFilter]) -> list[list[AclBinding]]:
-        """Per filter, the bindings it deleted (AclAuthorizer.deleteAcls)."""
-        matched: list[list[AclBinding]] = [self.acls(f) for f in filters]
+        """Per filter, the bindings it deleted (AclAuthorizer.deleteAcls): a binding several
+        filters match is the first one's."""
+        matched: list[list[AclBinding]] = []
+        seen: set[AclBinding] = set()
+        for f in filters:
+            matched.append([b for b in self.acls(f) if b not in seen])
+            seen.update(matched[-1])
         by_pattern: dict[ResourcePattern, set[AccessControlEntry]] = {}
         for bindings in matched:
             for b in bindings:

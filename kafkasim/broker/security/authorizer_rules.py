@@ -179,10 +179,11 @@ async def metadata(a: Authz, header: RequestHeader, req: Any, call: Call) -> Mes
         for t in req.topics:
             if not a.allowed(OP.DESCRIBE, TOPIC, t.name):
                 extra.append(T(error_code=E.TOPIC_AUTHORIZATION_FAILED, name=t.name, topic_id=ZERO_UUID,
-                               is_internal=False, partitions=[]))
+                               is_internal=False, partitions=[], topic_authorized_operations=OMITTED))
             elif not may_create_any and a.cache.topic(t.name) is None and not a.allowed(OP.CREATE, TOPIC, t.name):
                 extra.append(T(error_code=E.TOPIC_AUTHORIZATION_FAILED, name=t.name, topic_id=ZERO_UUID,
-                               is_internal=t.name.startswith("__"), partitions=[]))
+                               is_internal=t.name.startswith("__"), partitions=[],
+                               topic_authorized_operations=OMITTED))
             else:
                 kept.append(t)
         if not kept and req.topics:
@@ -198,8 +199,8 @@ async def metadata(a: Authz, header: RequestHeader, req: Any, call: Call) -> Mes
         resp.topics = []
     elif all_topics or by_id:
         resp.topics = [t for t in resp.topics if t.name is None or a.allowed(OP.DESCRIBE, TOPIC, t.name)]
+    _metadata_operations(a, version, req, resp)   # the denied topics keep the schema's default
     resp.topics.extend(extra)
-    _metadata_operations(a, version, req, resp)
     return resp
 
 
