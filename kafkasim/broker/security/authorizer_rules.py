@@ -60,11 +60,13 @@ class Authz:
         return [i for i in items if not self.allowed(op, rtype, name(i))]
 
 
-def error_response(api_key: int, code: int) -> Message:
+def error_response(header: RequestHeader, code: int) -> Message:
     """The response's defaults with `code` as its top-level error (Kafka's getErrorResponse for
-    the APIs whose answer is one error)."""
-    resp: Any = A.api_info(api_key).response()
-    resp.error_code = code
+    the APIs whose answer is one error), where the version has one."""
+    resp: Any = A.api_info(header.request_api_key).response()
+    version = header.request_api_version
+    if any(f.attr == "error_code" and f.versions[0] <= version <= f.versions[1] for f in type(resp).SPEC):
+        resp.error_code = code
     return cast(Message, resp)
 
 
@@ -215,9 +217,43 @@ def _metadata_operations(a: Authz, version: int, req: Any, resp: Any) -> None:
                 t.topic_authorized_operations = a.operations(TOPIC, t.name)
 
 
+# ---------------------------------------------------------------- OffsetForLeaderEpoch, DescribeProducers
+async def offset_for_leader_epoch(a: Authz, header: RequestHeader, req: Any, call: Call) -> Message | None:
+    """CLUSTER_ACTION covers every topic (a follower); else DESCRIBE on each."""
+    from kafkasim.protocol.messages.offset_for_leader_epoch import OffsetForLeaderEpochResponse as R
+    denied = [] if a.cluster(OP.CLUSTER_ACTION) else a.denied(req.topics, OP.DESCRIBE, TOPIC, lambda t: t.topic)
+    if not denied:
+        return await call(req)
+    req.topics = [t for t in req.topics if t not in denied]
+    resp = await call(req) if req.topics else R(topics=[])
+    assert isinstance(resp, R)
+    T = R.OffsetForLeaderTopicResult
+    resp.topics.extend(T(topic=t.topic, partitions=[T.EpochEndOffset(
+        error_code=E.TOPIC_AUTHORIZATION_FAILED, partition=p.partition, leader_epoch=-1, end_offset=-1)
+        for p in t.partitions]) for t in denied)
+    return resp
+
+
+async def describe_producers(a: Authz, header: RequestHeader, req: Any, call: Call) -> Message | None:
+    from kafkasim.protocol.messages.describe_producers import DescribeProducersResponse as R
+    denied = a.denied(req.topics, OP.READ, TOPIC, lambda t: t.name)
+    if not denied:
+        return await call(req)
+    req.topics = [t for t in req.topics if t not in denied]
+    resp = await call(req) if req.topics else R(topics=[])
+    assert isinstance(resp, R)
+    T = R.TopicResponse
+    resp.topics.extend(T(name=t.name, partitions=[T.PartitionResponse(
+        partition_index=i, error_code=E.TOPIC_AUTHORIZATION_FAILED, error_message=None, active_producers=[])
+        for i in t.partition_indexes]) for t in denied)
+    return resp
+
+
 CORE_RULES: dict[int, Rule] = {
     A.PRODUCE: produce,
     A.FETCH: fetch,
     A.LIST_OFFSETS: list_offsets,
     A.METADATA: metadata,
+    A.OFFSET_FOR_LEADER_EPOCH: offset_for_leader_epoch,
+    A.DESCRIBE_PRODUCERS: describe_producers,
 }

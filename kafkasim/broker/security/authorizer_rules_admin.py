@@ -6,16 +6,23 @@ each other."""
 
 from __future__ import annotations
 
-from typing import Any
+from collections.abc import Callable
+from typing import Any, cast
 
 from kafkasim.broker.security.authorizer_rules import OP, TOPIC, Authz, Call, Rule, error_response
 from kafkasim.protocol import api as A
 from kafkasim.protocol import errors as E
+from kafkasim.protocol.messages.alter_client_quotas import AlterClientQuotasResponse
+from kafkasim.protocol.messages.alter_replica_log_dirs import AlterReplicaLogDirsResponse
+from kafkasim.protocol.messages.alter_user_scram_credentials import AlterUserScramCredentialsResponse
 from kafkasim.protocol.messages.create_partitions import CreatePartitionsResponse
 from kafkasim.protocol.messages.create_topics import CreateTopicsResponse
 from kafkasim.protocol.messages.delete_records import DeleteRecordsResponse
 from kafkasim.protocol.messages.delete_topics import DeleteTopicsResponse
+from kafkasim.protocol.messages.describe_client_quotas import DescribeClientQuotasResponse
+from kafkasim.protocol.messages.elect_leaders import ElectLeadersResponse
 from kafkasim.protocol.messages.headers import RequestHeader
+from kafkasim.protocol.messages.write_txn_markers import WriteTxnMarkersResponse
 from kafkasim.protocol.primitives import Message
 
 TOPIC_RESOURCE, BROKER_RESOURCE, BROKER_LOGGER = 2, 4, 8
@@ -122,8 +129,65 @@ def cluster_wide(op: OP) -> Rule:
     async def rule(a: Authz, header: RequestHeader, req: Any, call: Call) -> Message | None:
         if a.cluster(op):
             return await call(req)
-        return error_response(header.request_api_key, E.CLUSTER_AUTHORIZATION_FAILED)
+        return error_response(header, E.CLUSTER_AUTHORIZATION_FAILED)
     return rule
+
+
+def per_item_cluster(op: OP, build: Callable[[Any, int], Message]) -> Rule:
+    """An API Kafka answers item by item with CLUSTER_AUTHORIZATION_FAILED without `op` on the
+    cluster (AlterReplicaLogDirs, AlterClientQuotas, AlterUserScramCredentials, WriteTxnMarkers)."""
+    async def rule(a: Authz, header: RequestHeader, req: Any, call: Call) -> Message | None:
+        if a.cluster(op):
+            return await call(req)
+        return build(req, E.CLUSTER_AUTHORIZATION_FAILED)
+    return rule
+
+
+def _replica_log_dirs(req: Any, code: int) -> Message:
+    R = AlterReplicaLogDirsResponse.AlterReplicaLogDirTopicResult
+    return AlterReplicaLogDirsResponse(results=[R(topic_name=t.name, partitions=[
+        R.AlterReplicaLogDirPartitionResult(partition_index=p, error_code=code) for p in t.partitions])
+        for d in req.dirs for t in d.topics])
+
+
+def _client_quotas(req: Any, code: int) -> Message:
+    R = AlterClientQuotasResponse.EntryData
+    return AlterClientQuotasResponse(entries=[R(error_code=code, error_message=None, entity=[
+        R.EntityData(entity_type=e.entity_type, entity_name=e.entity_name) for e in entry.entity])
+        for entry in req.entries])
+
+
+def _scram(req: Any, code: int) -> Message:
+    R = AlterUserScramCredentialsResponse.AlterUserScramCredentialsResult
+    users = dict.fromkeys([d.name for d in req.deletions] + [u.name for u in req.upsertions])
+    return AlterUserScramCredentialsResponse(results=[R(user=u, error_code=code, error_message=None) for u in users])
+
+
+def _txn_markers(req: Any, code: int) -> Message:
+    R = WriteTxnMarkersResponse.WritableTxnMarkerResult
+    T = R.WritableTxnMarkerTopicResult
+    return WriteTxnMarkersResponse(markers=[R(producer_id=m.producer_id, topics=[T(name=t.name, partitions=[
+        T.WritableTxnMarkerPartitionResult(partition_index=p, error_code=code) for p in t.partition_indexes])
+        for t in m.topics]) for m in req.markers])
+
+
+async def elect_leaders(a: Authz, header: RequestHeader, req: Any, call: Call) -> Message | None:
+    """ALTER on the cluster, else every named partition CLUSTER_AUTHORIZATION_FAILED (and the
+    top-level error from v1)."""
+    if a.cluster(OP.ALTER):
+        return await call(req)
+    resp: Any = error_response(header, E.CLUSTER_AUTHORIZATION_FAILED)
+    R = ElectLeadersResponse.ReplicaElectionResult
+    resp.replica_election_results = [R(topic=t.topic, partition_result=[R.PartitionResult(
+        partition_id=p, error_code=E.CLUSTER_AUTHORIZATION_FAILED, error_message=None) for p in t.partitions])
+        for t in req.topic_partitions or []]
+    return cast(Message, resp)
+
+
+async def describe_client_quotas(a: Authz, header: RequestHeader, req: Any, call: Call) -> Message | None:
+    if a.cluster(OP.DESCRIBE_CONFIGS):
+        return await call(req)
+    return DescribeClientQuotasResponse(error_code=E.CLUSTER_AUTHORIZATION_FAILED, error_message=None, entries=None)
 
 
 RULES: dict[int, Rule] = {
@@ -142,9 +206,14 @@ RULES: dict[int, Rule] = {
     # Cluster-wide admin.
     A.ALTER_PARTITION_REASSIGNMENTS: cluster_wide(OP.ALTER),
     A.LIST_PARTITION_REASSIGNMENTS: cluster_wide(OP.DESCRIBE),
-    A.ELECT_LEADERS: cluster_wide(OP.ALTER),
+    A.ELECT_LEADERS: elect_leaders,
     A.DESCRIBE_USER_SCRAM_CREDENTIALS: cluster_wide(OP.DESCRIBE),
     A.UPDATE_FEATURES: cluster_wide(OP.ALTER),
-    A.LIST_TRANSACTIONS: cluster_wide(OP.DESCRIBE),
+    A.DESCRIBE_LOG_DIRS: cluster_wide(OP.DESCRIBE),
+    A.DESCRIBE_CLIENT_QUOTAS: describe_client_quotas,
+    A.ALTER_REPLICA_LOG_DIRS: per_item_cluster(OP.ALTER, _replica_log_dirs),
+    A.ALTER_CLIENT_QUOTAS: per_item_cluster(OP.ALTER_CONFIGS, _client_quotas),
+    A.ALTER_USER_SCRAM_CREDENTIALS: per_item_cluster(OP.ALTER, _scram),
+    A.WRITE_TXN_MARKERS: per_item_cluster(OP.CLUSTER_ACTION, _txn_markers),
 }
 __all__ = ["RULES"]

@@ -64,7 +64,7 @@ async def group_read(a: Authz, header: RequestHeader, req: Any, call: Call) -> M
     defaults with GROUP_AUTHORIZATION_FAILED."""
     if a.allowed(OP.READ, GROUP, req.group_id):
         return await call(req)
-    resp: Any = error_response(header.request_api_key, E.GROUP_AUTHORIZATION_FAILED)
+    resp: Any = error_response(header, E.GROUP_AUTHORIZATION_FAILED)
     if isinstance(resp, JoinGroupResponse):
         resp.generation_id, resp.member_id, resp.leader = -1, req.member_id, ""
         resp.protocol_name = None if header.request_api_version >= 7 else ""
@@ -231,7 +231,7 @@ async def txn_write(a: Authz, header: RequestHeader, req: Any, call: Call) -> Me
         code = E.GROUP_AUTHORIZATION_FAILED
     else:
         return await call(req)
-    return error_response(header.request_api_key, code)
+    return error_response(header, code)
 
 
 async def add_partitions_to_txn(a: Authz, header: RequestHeader, req: Any, call: Call) -> Message | None:
@@ -259,6 +259,30 @@ async def add_partitions_to_txn(a: Authz, header: RequestHeader, req: Any, call:
         for group, c in ((denied, code), (rest, E.OPERATION_NOT_ATTEMPTED)) for t in group])
 
 
+async def describe_transactions(a: Authz, header: RequestHeader, req: Any, call: Call) -> Message | None:
+    from kafkasim.protocol.messages.describe_transactions import DescribeTransactionsResponse as R
+    denied = a.denied(list(req.transactional_ids), OP.DESCRIBE, TXN, str)
+    if not denied:
+        return await call(req)
+    req.transactional_ids = [t for t in req.transactional_ids if t not in denied]
+    resp = await call(req) if req.transactional_ids else R(transaction_states=[])
+    assert isinstance(resp, R)
+    resp.transaction_states.extend(R.TransactionState(
+        error_code=E.TRANSACTIONAL_ID_AUTHORIZATION_FAILED, transactional_id=t, transaction_state="",
+        transaction_timeout_ms=0, transaction_start_time_ms=-1, producer_id=-1, producer_epoch=-1, topics=[])
+        for t in denied)
+    return resp
+
+
+async def list_transactions(a: Authz, header: RequestHeader, req: Any, call: Call) -> Message | None:
+    """Only the transactional ids the principal may DESCRIBE are listed."""
+    resp: Any = await call(req)
+    if resp is not None:
+        resp.transaction_states = [t for t in resp.transaction_states
+                                   if a.allowed(OP.DESCRIBE, TXN, t.transactional_id)]
+    return cast(Message | None, resp)
+
+
 RULES: dict[int, Rule] = {
     A.FIND_COORDINATOR: find_coordinator,
     A.JOIN_GROUP: group_read,
@@ -276,5 +300,7 @@ RULES: dict[int, Rule] = {
     A.END_TXN: txn_write,
     A.ADD_OFFSETS_TO_TXN: txn_write,
     A.ADD_PARTITIONS_TO_TXN: add_partitions_to_txn,
+    A.DESCRIBE_TRANSACTIONS: describe_transactions,
+    A.LIST_TRANSACTIONS: list_transactions,
 }
 __all__ = ["CLUSTER", "RULES"]
