@@ -22,6 +22,7 @@ import pytest
 from kafkasim.protocol.messages.create_acls import CreateAclsRequest as C
 from kafkasim.protocol.messages.create_topics import CreateTopicsRequest
 from kafkasim.protocol.messages.delete_acls import DeleteAclsRequest as X
+from kafkasim.protocol.messages.describe_cluster import DescribeClusterRequest
 from kafkasim.protocol.messages.describe_acls import DescribeAclsRequest as D
 from kafkasim.protocol.messages.fetch import FetchRequest
 from kafkasim.protocol.messages.find_coordinator import FindCoordinatorRequest
@@ -109,6 +110,10 @@ def _metadata(*topics: str) -> Any:
                            include_topic_authorized_operations=True)
 
 
+def _cluster_ops(tree: Any) -> Any:
+    return tree["cluster_authorized_operations"], tree.get("error_code")
+
+
 def _all_acl_topics(tree: Any) -> Any:
     return sorted(t["name"] for t in tree["topics"] if t["name"].startswith("acl-"))
 
@@ -119,6 +124,8 @@ def steps() -> list[Step]:
     return [
         ("describe-empty-v0", lambda: D(**flt(pattern_type_filter=3)), 0, same),
         ("describe-empty-v3", lambda: D(**flt()), 3, same),
+        ("describe-cluster-ops-open", lambda: DescribeClusterRequest(include_cluster_authorized_operations=True), 1,
+         _cluster_ops),
         ("create-topics", lambda: CreateTopicsRequest(topics=[
             CT(name=t, num_partitions=1, replication_factor=1) for t in TOPICS], timeout_ms=10000), 4, _errors),
         ("create-v1", lambda: C(creations=[
@@ -170,6 +177,10 @@ def steps() -> list[Step]:
         ("describe-denied", lambda: D(**flt()), 3, same),
         ("create-denied", lambda: C(creations=[creation("z"), creation("z", "alice")]), 3, same),
         ("delete-denied", lambda: X(filters=[X.DeleteAclsFilter(**flt())]), 3, same),
+        ("describe-cluster-ops-closed", lambda: DescribeClusterRequest(include_cluster_authorized_operations=True),
+         1, _cluster_ops),
+        ("metadata-cluster-ops-closed", lambda: MetadataRequest(topics=[], include_cluster_authorized_operations=True),
+         10, _cluster_ops),
     ]
 
 

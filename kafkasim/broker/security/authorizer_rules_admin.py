@@ -9,6 +9,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any, cast
 
+from kafkasim.broker.security.acl_types import ResourceType
 from kafkasim.broker.security.authorizer_rules import OP, TOPIC, Authz, Call, Rule, error_response
 from kafkasim.protocol import api as A
 from kafkasim.protocol import errors as E
@@ -184,6 +185,15 @@ async def elect_leaders(a: Authz, header: RequestHeader, req: Any, call: Call) -
     return cast(Message, resp)
 
 
+async def describe_cluster(a: Authz, header: RequestHeader, req: Any, call: Call) -> Message | None:
+    """Nothing denied; the cluster's authorized operations, when asked, are the authorizer's."""
+    resp: Any = await call(req)
+    if resp is not None and resp.error_code == E.NONE and req.include_cluster_authorized_operations:
+        resp.cluster_authorized_operations = a.operations(ResourceType.CLUSTER, "kafka-cluster") \
+            if a.cluster(OP.DESCRIBE) else 0
+    return cast(Message | None, resp)
+
+
 async def describe_client_quotas(a: Authz, header: RequestHeader, req: Any, call: Call) -> Message | None:
     if a.cluster(OP.DESCRIBE_CONFIGS):
         return await call(req)
@@ -211,6 +221,7 @@ RULES: dict[int, Rule] = {
     A.UPDATE_FEATURES: cluster_wide(OP.ALTER),
     A.DESCRIBE_LOG_DIRS: cluster_wide(OP.DESCRIBE),
     A.DESCRIBE_CLIENT_QUOTAS: describe_client_quotas,
+    A.DESCRIBE_CLUSTER: describe_cluster,
     A.ALTER_REPLICA_LOG_DIRS: per_item_cluster(OP.ALTER, _replica_log_dirs),
     A.ALTER_CLIENT_QUOTAS: per_item_cluster(OP.ALTER_CONFIGS, _client_quotas),
     A.ALTER_USER_SCRAM_CREDENTIALS: per_item_cluster(OP.ALTER, _scram),
