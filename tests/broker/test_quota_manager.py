@@ -91,3 +91,39 @@ def test_a_producer_over_its_quota_is_throttled_to_it(version: int) -> None:
     # throttling longer), so the average is taken over 80 s; the request bytes are a little
     # more than the batch bytes counted here.
     assert 0.9 * 20_000 < rate < 1.03 * 20_000, rate
+
+
+def test_a_consumer_over_its_fetch_quota_gets_an_empty_throttled_answer() -> None:
+    async def body(world: SimWorld, rt: NodeRuntime, servers: dict[str, Any]) -> Any:
+        from kafkasim.protocol.messages.fetch import FetchRequest
+        w = await _connect(rt, "f")
+        PD = ProduceRequest.TopicProduceData.PartitionProduceData
+        for _ in range(10):
+            await w.call(A.PRODUCE, 9, ProduceRequest(transactional_id=None, acks=1, timeout_ms=5000, topic_data=[
+                ProduceRequest.TopicProduceData(name="f", partition_data=[
+                    PD(index=0, records=build_batch([Record(0, None, b"x" * 10_000)]))])]))
+        EN = Q.EntryData
+        await w.call(A.ALTER_CLIENT_QUOTAS, 1, Q(entries=[EN(
+            entity=[EN.EntityData(entity_type="client-id", entity_name="t")],
+            ops=[EN.OpData(key="consumer_byte_rate", value=10_000, remove=False)])], validate_only=False))
+        await rt.sleep(500)
+        FT = FetchRequest.FetchTopic
+        out = []
+        for offset in (0, 0):
+            req = FetchRequest(replica_id=-1, max_wait_ms=0, min_bytes=0, max_bytes=1 << 20, isolation_level=0,
+                               topics=[FT(topic="f", partitions=[FT.FetchPartition(
+                                   partition=0, fetch_offset=offset, partition_max_bytes=1 << 20)])])
+            start = rt.monotonic_ms()
+            r = await w.call(A.FETCH, 11, req)
+            out.append((r.throttle_time_ms, sum(len(p.records or b"") for t in r.responses for p in t.partitions),
+                        rt.monotonic_ms() - start))
+        return out
+
+    (throttle, size, _), (throttle2, size2, waited) = _run(body)
+    # ~100 KB against 10 KB/s over the 10 s window: throttled, with nothing in the answer.
+    assert throttle > 0 and size == 0
+    # The next fetch waits out the muted channel (which started as the answer left the broker, a
+    # network hop before the client had it). The throttled bytes were unrecorded and the window
+    # grew by the throttle time — which Kafka computes for exactly that — so the same fetch now
+    # fits the quota and gets its data.
+    assert waited >= throttle - 1 and throttle2 == 0 and size2 >= 100_000   # all ten 10 KB batches
