@@ -15,8 +15,9 @@ from kafkasim.storage.log import LogConfig
 from kafkasim.storage.log_manager import LogManagerConfig
 
 T = TypeVar("T")
-# Not Kafka configs: where kafkasim listens (Kafka's listeners, split), accepted by from_properties.
-LISTENER_KEYS = ("host", "port")
+# Not Kafka configs, accepted by from_properties: where kafkasim listens (Kafka's listeners, split)
+# and whether it enforces client quotas (`client.quotas`, see BrokerConfig.client_quotas).
+LISTENER_KEYS = ("host", "port", "client.quotas")
 # Kafka's default is 3, which a single broker cannot satisfy (creation of the internal topic
 # fails until the cluster is that big); 1 is what Kafka's shipped server.properties sets.
 OFFSETS_TOPIC_REPLICATION_FACTOR = 1
@@ -168,6 +169,10 @@ class BrokerConfig(TransactionConfig, GroupCoordinatorConfig, ControllerConfig, 
     allow_everyone_if_no_acl_found: bool = setting("allow.everyone.if.no.acl.found")
     quota_window_num: int = setting("quota.window.num")
     quota_window_size_seconds: int = setting("quota.window.size.seconds")
+    # Not a Kafka config: whether the broker reads and enforces client quotas (Kafka always does).
+    # Off by default so that a run without quotas makes no ZooKeeper reads for them, and keeps
+    # its schedule; `kafkasim serve --config client.quotas=true`, or True in a BrokerConfig.
+    client_quotas: bool = False
     # The config names server.properties set (from_properties): DescribeConfigs' static layer.
     properties: frozenset[str] = field(default=frozenset(), repr=False)
 
@@ -223,6 +228,8 @@ class BrokerConfig(TransactionConfig, GroupCoordinatorConfig, ControllerConfig, 
             listener["host"] = str(props["host"])
         if "port" in props:
             listener["port"] = int(props["port"])
+        if "client.quotas" in props:
+            listener["client_quotas"] = str(props["client.quotas"]).strip().lower() == "true"
         return build(cls, props, properties=frozenset(props), **listener)
 
 

@@ -152,8 +152,10 @@ class KafkaServer:
             rt, zk, AuthorizerConfig.parse(cfg.super_users, cfg.allow_everyone_if_no_acl_found))
         if self.authorizer is not None:
             await self.authorizer.start()   # every ACL loaded before the first request is read
-        quotas = QuotaManagers(rt, zk, cfg.quota_window_num, cfg.quota_window_size_seconds)
-        await quotas.start()
+        quotas = QuotaManagers(rt, zk, cfg.quota_window_num, cfg.quota_window_size_seconds) \
+            if cfg.client_quotas else None
+        if quotas is not None:
+            await quotas.start()
         self.apis = apis = KafkaApis(rt, cfg, rm, cache, controller, topic_admin, coordinator, admin_manager,
                                      txn, kzk, self._broker_epoch, self.authorizer, quotas)
         # Requests are processed only now, as Kafka's startProcessingRequests at the end of

@@ -77,12 +77,21 @@ async def produce_loop(rt: NodeRuntime, version: int, seconds: int) -> list[tupl
     return out
 
 
+def test_without_client_quotas_the_broker_reads_none() -> None:
+    """client.quotas off (kafkasim's default, keeping a quota-less run's schedule): the quota
+    znode is there, nothing is throttled."""
+    async def body(world: SimWorld, rt: NodeRuntime, servers: dict[str, Any]) -> Any:
+        return await produce_loop(rt, 9, 5)
+
+    assert all(t == 0 for _, _, t in _run(body))
+
+
 @pytest.mark.parametrize("version", [9, 5])
 def test_a_producer_over_its_quota_is_throttled_to_it(version: int) -> None:
     async def body(world: SimWorld, rt: NodeRuntime, servers: dict[str, Any]) -> Any:
         return await produce_loop(rt, version, 100)
 
-    answers = _run(body)
+    answers = _run(body, client_quotas=True)
     assert any(t > 0 for _, _, t in answers)
     late = [(at, n) for at, n, _ in answers if at >= 20_000]
     assert late[-1][0] > 95_000
@@ -119,7 +128,7 @@ def test_a_consumer_over_its_fetch_quota_gets_an_empty_throttled_answer() -> Non
                         rt.monotonic_ms() - start))
         return out
 
-    (throttle, size, _), (throttle2, size2, waited) = _run(body)
+    (throttle, size, _), (throttle2, size2, waited) = _run(body, client_quotas=True)
     # ~100 KB against 10 KB/s over the 10 s window: throttled, with nothing in the answer.
     assert throttle > 0 and size == 0
     # The next fetch waits out the muted channel (which started as the answer left the broker, a
