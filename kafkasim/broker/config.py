@@ -11,6 +11,7 @@ from typing import Any, TypeVar
 
 from kafkasim.config import BROKER, TOPIC_CONFIGS, ConfigKey, build, check_names, config_fields, setting
 from kafkasim.config.fields import NAMES
+from kafkasim.config.types import ConfigValueError
 from kafkasim.storage.log import LogConfig
 from kafkasim.storage.log_manager import LogManagerConfig
 
@@ -21,6 +22,7 @@ LISTENER_KEYS = ("host", "port", "client.quotas")
 # Kafka's default is 3, which a single broker cannot satisfy (creation of the internal topic
 # fails until the cluster is that big); 1 is what Kafka's shipped server.properties sets.
 OFFSETS_TOPIC_REPLICATION_FACTOR = 1
+ACL_AUTHORIZER = "kafka.security.authorizer.AclAuthorizer"
 
 
 @dataclass
@@ -230,7 +232,11 @@ class BrokerConfig(TransactionConfig, GroupCoordinatorConfig, ControllerConfig, 
             listener["port"] = int(props["port"])
         if "client.quotas" in props:
             listener["client_quotas"] = str(props["client.quotas"]).strip().lower() == "true"
-        return build(cls, props, properties=frozenset(props), **listener)
+        cfg = build(cls, props, properties=frozenset(props), **listener)
+        if cfg.authorizer_class_name not in ("", ACL_AUTHORIZER):   # Kafka: the class is not found at startup
+            raise ConfigValueError(f"Invalid value {cfg.authorizer_class_name} for configuration "
+                                   f"authorizer.class.name: kafkasim has {ACL_AUTHORIZER} only")
+        return cfg
 
 
 # Broker config name -> the BrokerConfig field holding it (its own field, not a fallback's).
