@@ -12,16 +12,19 @@ from typing import Any, TypeVar
 from kafkasim.broker.security.listeners import check_security
 from kafkasim.config import BROKER, TOPIC_CONFIGS, ConfigKey, build, check_names, config_fields, setting
 from kafkasim.config.fields import NAMES
+from kafkasim.config.types import ConfigValueError
 from kafkasim.storage.log import LogConfig
 from kafkasim.storage.log_manager import LogManagerConfig
 
 T = TypeVar("T")
-# Not Kafka configs: where kafkasim listens (Kafka's listeners, split), accepted by from_properties.
-LISTENER_KEYS = ("host", "port")
+# Not Kafka configs, accepted by from_properties: where kafkasim listens (Kafka's listeners, split)
+# and whether it enforces client quotas (`client.quotas`, see BrokerConfig.client_quotas).
+LISTENER_KEYS = ("host", "port", "client.quotas")
 LISTENER_PREFIX = "listener.name."
 # Kafka's default is 3, which a single broker cannot satisfy (creation of the internal topic
 # fails until the cluster is that big); 1 is what Kafka's shipped server.properties sets.
 OFFSETS_TOPIC_REPLICATION_FACTOR = 1
+ACL_AUTHORIZER = "kafka.security.authorizer.AclAuthorizer"
 
 
 @dataclass
@@ -191,6 +194,16 @@ class BrokerConfig(TransactionConfig, GroupCoordinatorConfig, ControllerConfig, 
     ssl_principal_mapping_rules: str = setting("ssl.principal.mapping.rules")
     # listener.name.<listener>.<config> (KafkaConfig's per-listener overrides), verbatim.
     listener_overrides: dict[str, str] = field(default_factory=dict, repr=False)
+    # Authorization and quotas (kafkasim.broker.security.authorizer, kafkasim.broker.quota_manager)
+    authorizer_class_name: str = setting("authorizer.class.name")
+    super_users: str | None = setting("super.users")
+    allow_everyone_if_no_acl_found: bool = setting("allow.everyone.if.no.acl.found")
+    quota_window_num: int = setting("quota.window.num")
+    quota_window_size_seconds: int = setting("quota.window.size.seconds")
+    # Not a Kafka config: whether the broker reads and enforces client quotas (Kafka always does).
+    # Off by default so that a run without quotas makes no ZooKeeper reads for them, and keeps
+    # its schedule; `kafkasim serve --config client.quotas=true`, or True in a BrokerConfig.
+    client_quotas: bool = False
     # The config names server.properties set (from_properties): DescribeConfigs' static layer.
     properties: frozenset[str] = field(default=frozenset(), repr=False)
 
@@ -248,9 +261,14 @@ class BrokerConfig(TransactionConfig, GroupCoordinatorConfig, ControllerConfig, 
             listener["host"] = str(props["host"])
         if "port" in props:
             listener["port"] = int(props["port"])
+        if "client.quotas" in props:
+            listener["client_quotas"] = str(props["client.quotas"]).strip().lower() == "true"
         cfg = build(cls, props, properties=frozenset(props) | frozenset(overrides), listener_overrides=overrides,
                     **listener)
         check_security(cfg)   # listeners, protocols, mechanisms: Kafka's startup checks, before anything starts
+        if cfg.authorizer_class_name not in ("", ACL_AUTHORIZER):   # Kafka: the class is not found at startup
+            raise ConfigValueError(f"Invalid value {cfg.authorizer_class_name} for configuration "
+                                   f"authorizer.class.name: kafkasim has {ACL_AUTHORIZER} only")
         return cfg
 
 

@@ -13,6 +13,7 @@ third-party clients send, not only which versions they pick.
 
 from __future__ import annotations
 
+import functools
 import re
 from collections import Counter
 from collections.abc import Callable
@@ -33,7 +34,9 @@ from kafkasim.broker.group.zk_offsets import ZkConsumerOffsets
 from kafkasim.broker.list_offsets_api import ListOffsetsApi
 from kafkasim.broker.produce_api import ProduceApi
 from kafkasim.broker.request_context import context_of
+from kafkasim.broker.security import acl_apis
 from kafkasim.broker.security import apis as security_apis
+from kafkasim.broker.security.authorizer_rules import RequestAuthorizer
 from kafkasim.broker.transaction import apis as transaction_apis
 from kafkasim.broker.transaction.marker_append import append_coordinator_batch
 from kafkasim.broker.zk.kafka_zk_client import TopicError, validate_topic_name
@@ -50,7 +53,9 @@ if TYPE_CHECKING:
     from kafkasim.broker.controller.kafka_controller import KafkaController
     from kafkasim.broker.group.coordinator import GroupCoordinator
     from kafkasim.broker.metadata_cache import MetadataCache
+    from kafkasim.broker.quota_manager import QuotaManagers
     from kafkasim.broker.replica_manager import ReplicaManager
+    from kafkasim.broker.security.authorizer import AclAuthorizer
     from kafkasim.broker.topic_admin import TopicAdmin
     from kafkasim.broker.transaction.coordinator import TransactionCoordinator
     from kafkasim.broker.zk.kafka_zk_client import KafkaZkClient
@@ -81,8 +86,11 @@ class KafkaApis:
                  metadata_cache: MetadataCache, controller: KafkaController, topic_admin: TopicAdmin,
                  group_coordinator: GroupCoordinator, admin_manager: AdminManager,
                  txn_coordinator: TransactionCoordinator, kzk: KafkaZkClient,
-                 broker_epoch: Callable[[], int]) -> None:
-        """`broker_epoch` is read per request (it changes when the broker re-registers)."""
+                 broker_epoch: Callable[[], int], authorizer: AclAuthorizer | None = None,
+                 quotas: QuotaManagers | None = None) -> None:
+        """`broker_epoch` is read per request (it changes when the broker re-registers).
+        `authorizer`: authorizer.class.name's (None: every request is allowed); `quotas`: the
+        client quota managers (None: no quotas)."""
         self.rt = rt
         self.config = config
         self.replica_manager = replica_manager
@@ -122,6 +130,10 @@ class KafkaApis:
                                               topic_admin, broker_epoch)
         controller_apis.register(self, self.controller_apis)
         security_apis.register(self)   # SaslHandshake, SaslAuthenticate after authentication
+        acl_apis.register(self, acl_apis.AclApis(authorizer))   # Describe/Create/DeleteAcls
+        self.request_authorizer = None if authorizer is None else RequestAuthorizer(
+            authorizer, metadata_cache, config.auto_create_topics_enable)
+        self.quotas = quotas
 
     def register(self, api_key: int, min_version: int, max_version: int, handler: Handler) -> None:
         """Advertise [min, max] for api_key and route its requests to handler. Only what is
@@ -134,7 +146,16 @@ class KafkaApis:
         return rng is not None and rng[0] <= version <= rng[1]
 
     async def handle(self, header: RequestHeader, request: Any) -> Message | None:
-        return await self.handlers[header.request_api_key](header, request)
+        handler = self.handlers[header.request_api_key]
+        if self.request_authorizer is not None:   # the per-API checks: security/authorizer_rules*.py
+            response = await self.request_authorizer.handle(header, request, functools.partial(handler, header))
+        else:
+            response = await handler(header, request)
+        return response if self.quotas is None else await self.quotas.throttle(header, request, response)
+
+    def channel_throttle_ms(self, header: RequestHeader) -> int:
+        """How long the socket server mutes the channel after answering (a client over its quota)."""
+        return 0 if self.quotas is None else self.quotas.channel_throttle_ms(header)
 
     # ---------------------------------------------------------------- ApiVersions
     async def handle_api_versions(self, header: RequestHeader, req: ApiVersionsRequest) -> Message:

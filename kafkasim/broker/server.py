@@ -28,8 +28,10 @@ from kafkasim.broker.kafka_apis import KafkaApis
 from kafkasim.broker.metadata_cache import MetadataCache
 from kafkasim.broker.producer_id_manager import ZkProducerIdManager, producer_id_generator
 from kafkasim.broker.purgatory import DelayedOperationPurgatory
+from kafkasim.broker.quota_manager import QuotaManagers
 from kafkasim.broker.replica_manager import ReplicaManager
 from kafkasim.broker.request_faults import RequestFaults
+from kafkasim.broker.security.authorizer import AclAuthorizer, AuthorizerConfig
 from kafkasim.broker.security.credentials import zk_credentials
 from kafkasim.broker.socket_server import SocketServer
 from kafkasim.broker.topic_admin import TopicAdmin
@@ -94,6 +96,7 @@ class KafkaServer:
         # Request-level faults (the control plane's and scenarios'): built now, so a fault can be
         # armed before the broker has started; Fetch v13+ names topics by id, hence the lookup.
         self.request_faults = RequestFaults(rt, self._topic_id)
+        self.authorizer: AclAuthorizer | None = None
 
     def _topic_id(self, name: str) -> object:
         meta = self.metadata_cache.topic(name) if self.metadata_cache is not None else None
@@ -154,8 +157,16 @@ class KafkaServer:
         rm.leadership_listeners.append(txn.on_leadership_change)
         rm.resignation_listeners.append(txn.on_resignation_change)
         txn.startup()
+        self.authorizer = None if not cfg.authorizer_class_name else AclAuthorizer(
+            rt, zk, AuthorizerConfig.parse(cfg.super_users, cfg.allow_everyone_if_no_acl_found))
+        if self.authorizer is not None:
+            await self.authorizer.start()   # every ACL loaded before the first request is read
+        quotas = QuotaManagers(rt, zk, cfg.quota_window_num, cfg.quota_window_size_seconds) \
+            if cfg.client_quotas else None
+        if quotas is not None:
+            await quotas.start()
         self.apis = apis = KafkaApis(rt, cfg, rm, cache, controller, topic_admin, coordinator, admin_manager,
-                                     txn, kzk, self._broker_epoch)
+                                     txn, kzk, self._broker_epoch, self.authorizer, quotas)
         # Requests are processed only now, as Kafka's startProcessingRequests at the end of
         # startup: a client that connects earlier waits rather than seeing no topics.
         socket_server.enable_request_processing(apis)

@@ -243,6 +243,9 @@ class SocketServer:
         if response is not None:
             await write_response(stream, header.request_api_key, header.request_api_version,
                                  header.correlation_id, response)
+        throttle_ms = apis.channel_throttle_ms(context)
+        if throttle_ms > 0:   # over its quota: the channel stays muted that long (Kafka's ThrottledChannel)
+            await rt.sleep(throttle_ms)
         return True
 
 

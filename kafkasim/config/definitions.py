@@ -156,6 +156,13 @@ _OTHER_BROKER_CONFIGS: tuple[ConfigKey, ...] = (
     _broker("request.timeout.ms", INT, "30000", False, described=False),
     _broker("socket.connection.setup.timeout.ms", LONG, "10000", False, described=False),
     _broker("inter.broker.protocol.version", STRING, "3.9-IV0", False, described=False),
+    # Authorization (AclAuthorizer's configs) and client quotas (ClientQuotaManagerConfig)
+    _broker("authorizer.class.name", STRING, "", False, one_of("", "kafka.security.authorizer.AclAuthorizer"),
+            described=False),
+    _broker("super.users", STRING, None, False, described=False),
+    _broker("allow.everyone.if.no.acl.found", BOOLEAN, "false", False, described=False),
+    _broker("quota.window.num", INT, "11", False, at_least(1), described=False),
+    _broker("quota.window.size.seconds", INT, "1", False, at_least(1), described=False),
     # The controller (ZooKeeper mode) and controlled shutdown
     _broker("controller.socket.timeout.ms", INT, "30000", False, described=False),
     _broker("controlled.shutdown.enable", BOOLEAN, "true", False, described=False),

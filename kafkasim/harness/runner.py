@@ -15,7 +15,9 @@ from typing import Any
 
 from kafkasim.broker.config import BrokerConfig
 from kafkasim.client.cluster import ClientCluster
-from kafkasim.cluster.sim_cluster import SimCluster
+from kafkasim.client.consumer import ConsumerConfig
+from kafkasim.cluster.sim_cluster import SimCluster, broker_node_name
+from kafkasim.harness.acl_world import acl_results, run_acl_changes, seed_then
 from kafkasim.harness.checkers import Anomaly, CheckResult, check_all
 from kafkasim.harness.corruption import attribute_offset_flips
 from kafkasim.harness.godseye import GodsEye, check_replicas, failover_times, workload_value_at
@@ -23,6 +25,7 @@ from kafkasim.harness.group_workload import GroupRun, Slot, StartMember, member_
 from kafkasim.harness.heal import liveness_phase, probe_spec
 from kafkasim.harness.host import code_version, wall_seconds
 from kafkasim.harness.inject import schedule_faults
+from kafkasim.harness.liveness import PROBE_NODE
 from kafkasim.harness.nemesis import swarm_draws, with_concrete_faults
 from kafkasim.harness.repro import SEEDED_BUGS_ENV, repro_command
 from kafkasim.harness.scenario import Scenario
@@ -75,7 +78,12 @@ def build_world(scenario: Scenario, seed: int, trace_out: Any, history: History,
     bootstrap = cluster.bootstrap
     ready = world.kernel.future()
     admin = world.add_node("admin")
-    admin.runtime.spawn(_create_topics(admin.runtime, bootstrap, scenario, ready), name="create topics")
+    create = _create_topics(admin.runtime, bootstrap, scenario, ready)
+    if scenario.acls:   # [[acls]]: seeded in ZooKeeper first, changed during the run (acl_world.py)
+        trusted = [broker_node_name(i) for i in range(scenario.brokers)] + [admin.name, PROBE_NODE]
+        create = seed_then(admin.runtime, scenario.acls, trusted, create)
+        admin.runtime.spawn(_after(ready, run_acl_changes(admin.runtime, bootstrap, scenario.acls)), name="acls")
+    admin.runtime.spawn(create, name="create topics")
     if scenario.producer.txn is not None:
         return world, _spawn_txn(world, scenario, bootstrap, ready, history), cluster
     topic = scenario.topics[0].name
@@ -189,7 +197,9 @@ def run_scenario(scenario: Scenario, seed: int, out_dir: str | None = None,
         results = (attribute_offset_flips(history, check_all(history), flipped, workload_value_at(cluster),
                                           eyes.bit_flips.holes)
                    + check_replicas(cluster, flipped) + eyes.results()
-                   + (check_txns(history) if scenario.producer.txn is not None else []))
+                   + (check_txns(history) if scenario.producer.txn is not None else [])
+                   + acl_results(scenario.acls, scenario.broker_config, scenario.topics[0].name, history, trace_out,
+                                 ConsumerConfig().request_timeout_ms + scenario.consumer.fetch_max_wait_ms))
         world.emit("harness", "run_end", {"completed": completed, "sends": len(history.sends),
                                           "polls": len(history.polls)})
         # The histories are final and checked: heal everything and require convergence.

@@ -9,6 +9,7 @@ from typing import Any
 
 from kafkasim.config import BROKER, BROKER_KEYS, TOPIC, TOPIC_KEYS, UnknownConfigError, check_names, typed
 from kafkasim.config.types import ConfigValueError
+from kafkasim.harness.acl_scenario import AclSpec, AclSpecError, parse_acls
 from kafkasim.harness.faults import Fault, parse_faults
 from kafkasim.harness.nemesis import NemesisSpec, parse_nemesis
 from kafkasim.harness.scenario_checks import check_scenario
@@ -105,6 +106,7 @@ class Scenario:
     liveness_ms: float = 60000.0  # after the last fault the workload must finish within this
     liveness_phase: bool = True   # [heal] liveness: heal all, then the cluster must converge (liveness.py)
     liveness_skip_reason: str = ""  # [heal] reason: why a scenario turns the phase off
+    acls: list[AclSpec] = field(default_factory=list)  # [[acls]] (harness/acl_world.py)
     # The file's text as loaded (run.json keeps it, so a replay needs no file); not part of what
     # the scenario is: a dumped and reloaded scenario equals the original.
     text: str = field(default="", compare=False)
@@ -294,7 +296,7 @@ def scenario_from_text(path: str, text: str) -> Scenario:
 def parse_scenario(path: str, raw: dict[str, Any]) -> Scenario:
     root = _Reader(path, raw, "")
     root.unknown({"scenario", "cluster", "topics", "workload", "network", "guarantees", "faults", "heal",
-                  "nemesis"})
+                  "nemesis", "acls"})
     meta = root.sub("scenario")
     name = meta.get("name", str, None, "a string")
     if not name:
@@ -340,6 +342,10 @@ def parse_scenario(path: str, raw: dict[str, Any]) -> Scenario:
     s.liveness_skip_reason = heal.get("reason", str, "", "a string")
     if not s.liveness_phase and not s.liveness_skip_reason.strip():
         raise heal.fail("reason", "why the liveness phase is off (required with liveness = false)")
+    try:
+        s.acls = parse_acls(raw.get("acls", []), s.broker_config)
+    except AclSpecError as exc:
+        raise ScenarioError(f"{path}: {exc}") from None
     check_scenario(s, lambda key, why: ScenarioError(f"{path}: key '{key}': {why}"))
     if s.producer.txn is not None and s.producer.txn.pipeline > 0 and (len(s.topics) < 2 or s.consumer.group):
         raise ScenarioError(f"{path}: key 'workload.producer.pipeline': expected two [[topics]] (input, output) "

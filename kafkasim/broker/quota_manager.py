@@ -1,0 +1,258 @@
+"""Client quotas as Kafka's ClientQuotaManager enforces them (ZooKeeper mode): produce
+(`producer_byte_rate`), fetch (`consumer_byte_rate`) and request (`request_percentage`) quotas per
+user and client id, read from the config znodes AlterClientQuotas writes (zk.entity_config) and
+refreshed from /config/changes.
+
+Which quota applies (DefaultQuotaCallback, most specific first; each level is per entity, so a
+`<default>` quota gives every user or client its own budget):
+  /config/users/<user>/clients/<client-id>, /config/users/<user>/clients/<default>,
+  /config/users/<user>, /config/users/<default>/clients/<client-id>,
+  /config/users/<default>/clients/<default>, /config/users/<default>,
+  /config/clients/<client-id>, /config/clients/<default>
+
+The rate (Kafka's Rate over a SampledStat): `quota.window.num` samples of
+`quota.window.size.seconds` each; a record goes to the current sample, a new sample starts when
+the current one is a window old, samples older than num × size are reset before measuring, and
+the rate is the samples' sum over the elapsed time since the oldest sample — at least
+(num - 1) windows. A record that takes the rate above the quota is kept, and answered with a
+throttle time (QuotaUtils.throttleTime):
+
+    throttle_ms = round((rate - quota) / quota × window_ms)
+
+which the response carries as throttle_time_ms while the broker mutes the client's channel for
+that long. A throttled fetch answers no data (its bytes are unrecorded). Without any quota
+configured for a kind, nothing is measured (ClientQuotaManager.quotasEnabled).
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from typing import Any
+
+from kafkasim.broker.request_context import context_of
+from kafkasim.broker.zk import entity_config as EC
+from kafkasim.broker.zk.acl_store import ChangeNotificationListener
+from kafkasim.broker.zk.java_compat import sanitize
+from kafkasim.broker.zk.zookeeper_client import ZooKeeperClient
+from kafkasim.protocol import api as A
+from kafkasim.protocol.messages.fetch import FetchResponse
+from kafkasim.protocol.messages.headers import RequestHeader
+from kafkasim.protocol.primitives import Message
+from kafkasim.runtime.api import NodeRuntime
+
+PRODUCE, FETCH, REQUEST = "producer_byte_rate", "consumer_byte_rate", "request_percentage"
+# AbstractResponse.shouldClientThrottle (KIP-219): from these versions the client holds back
+# itself, so the broker answers at once and mutes the channel; before, it holds the answer back.
+CLIENT_THROTTLES_FROM = {A.PRODUCE: 6, A.FETCH: 8}
+DEFAULT = EC.DEFAULT_ENTITY
+
+
+@dataclass
+class _Sample:
+    last_window_ms: float
+    value: float = 0.0
+
+    def reset(self, now: float) -> None:
+        self.last_window_ms, self.value = now, 0.0
+
+
+@dataclass
+class Rate:
+    """org.apache.kafka.common.metrics.stats.Rate (per second) over a SampledStat."""
+
+    samples_num: int
+    window_ms: float
+    samples: list[_Sample] = field(default_factory=list)
+    current: int = 0
+
+    def record(self, value: float, now: float) -> None:
+        if not self.samples:
+            self.samples.append(_Sample(now))
+        sample = self.samples[self.current]
+        if now - sample.last_window_ms >= self.window_ms:   # Sample.isComplete: advance
+            self.current = (self.current + 1) % self.samples_num
+            if self.current >= len(self.samples):
+                self.samples.append(_Sample(now))
+            else:
+                self.samples[self.current].reset(now)
+            sample = self.samples[self.current]
+        sample.value += value
+
+    def window_size_ms(self, now: float) -> float:
+        self._purge(now)
+        if not self.samples:
+            self.samples.append(_Sample(now))
+        elapsed = now - min(s.last_window_ms for s in self.samples)
+        full = int(elapsed // self.window_ms)
+        if full < self.samples_num - 1:
+            elapsed += (self.samples_num - 1 - full) * self.window_ms
+        return max(elapsed, 1.0)
+
+    def measure(self, now: float) -> float:
+        """Per second."""
+        window = self.window_size_ms(now)
+        return sum(s.value for s in self.samples) / (window / 1000.0)
+
+    def _purge(self, now: float) -> None:
+        expire = self.samples_num * self.window_ms
+        for s in self.samples:
+            if now - s.last_window_ms >= expire:
+                s.reset(now)
+
+
+class QuotaConfigs:
+    """The quota znodes' values: entity path ('users/alice', 'users/alice/clients/c1',
+    'clients/c1', sanitized names) -> {quota key: value}."""
+
+    def __init__(self) -> None:
+        self.entities: dict[str, dict[str, float]] = {}
+
+    def set(self, entity_path: str, config: dict[str, str]) -> None:
+        values = {}
+        for key in (PRODUCE, FETCH, REQUEST):
+            if key in config:
+                try:
+                    values[key] = float(config[key])
+                except ValueError:
+                    continue
+        if values:
+            self.entities[entity_path] = values
+        else:
+            self.entities.pop(entity_path, None)
+
+    def enabled(self, key: str) -> bool:
+        return any(key in v for v in self.entities.values())
+
+    def resolve(self, key: str, user: str, client_id: str) -> tuple[tuple[str, str], float] | None:
+        """((user tag, client tag), quota) of the most specific entity with `key`."""
+        u, c = sanitize(user), sanitize(client_id)
+        levels = ((f"users/{u}/clients/{c}", (u, c)), (f"users/{u}/clients/{DEFAULT}", (u, c)),
+                  (f"users/{u}", (u, "")), (f"users/{DEFAULT}/clients/{c}", (u, c)),
+                  (f"users/{DEFAULT}/clients/{DEFAULT}", (u, c)), (f"users/{DEFAULT}", (u, "")),
+                  (f"clients/{c}", ("", c)), (f"clients/{DEFAULT}", ("", c)))
+        for path, tags in levels:
+            value = self.entities.get(path, {}).get(key)
+            if value is not None:
+                return tags, value
+        return None
+
+
+class ClientQuotaManager:
+    """One kind of quota (produce, fetch or request): a Rate per (user, client id) entity."""
+
+    def __init__(self, key: str, configs: QuotaConfigs, samples: int, window_ms: float) -> None:
+        self.key, self.configs, self.samples, self.window_ms = key, configs, samples, window_ms
+        self.sensors: dict[tuple[str, str], Rate] = {}
+
+    def enabled(self) -> bool:
+        return self.configs.enabled(self.key)
+
+    def record_and_get_throttle_ms(self, user: str, client_id: str, value: float, now: float) -> int:
+        resolved = self.configs.resolve(self.key, user, client_id)
+        if resolved is None:
+            return 0
+        tags, quota = resolved
+        rate = self.sensors.setdefault(tags, Rate(self.samples, self.window_ms))
+        rate.record(value, now)
+        measured = rate.measure(now)
+        if quota <= 0 or measured <= quota:
+            # A zero quota: Kafka's (rate - 0) / 0 is infinite, Math.round gives Long.MAX_VALUE,
+            # and .toInt makes it -1 — no throttle; so here.
+            return 0
+        return round((measured - quota) / quota * rate.window_size_ms(now))
+
+    def unrecord(self, user: str, client_id: str, value: float, now: float) -> None:
+        resolved = self.configs.resolve(self.key, user, client_id)
+        if resolved is not None and resolved[0] in self.sensors:
+            self.sensors[resolved[0]].record(-value, now)
+
+
+class QuotaManagers:
+    """The broker's three client quota managers and the znodes they read."""
+
+    def __init__(self, rt: NodeRuntime, zk: ZooKeeperClient, samples: int, window_seconds: int) -> None:
+        self.rt, self.zk = rt, zk
+        self.configs = QuotaConfigs()
+        window_ms = window_seconds * 1000.0
+        self.produce = ClientQuotaManager(PRODUCE, self.configs, samples, window_ms)
+        self.fetch = ClientQuotaManager(FETCH, self.configs, samples, window_ms)
+        self.request = ClientQuotaManager(REQUEST, self.configs, samples, window_ms)
+        self.store = EC.EntityConfigStore(zk)
+        self.listener = ChangeNotificationListener(rt, zk, EC.CONFIG_CHANGES, EC.CONFIG_CHANGE_PREFIX,
+                                                   self._on_change)
+        self._muted: dict[int, int] = {}   # id(request header) -> throttle ms, until the answer is sent
+
+    async def start(self) -> None:
+        for name, config in (await self.store.fetch_all(EC.USERS)).items():
+            self.configs.set(f"{EC.USERS}/{name}", config)
+        for name, config in (await self.store.fetch_all_user_clients()).items():
+            self.configs.set(f"{EC.USERS}/{name}", config)
+        for name, config in (await self.store.fetch_all(EC.CLIENTS)).items():
+            self.configs.set(f"{EC.CLIENTS}/{name}", config)
+        await self.listener.process()
+
+    async def _on_change(self, data: bytes) -> None:
+        try:
+            doc = json.loads(data)
+            path = str(doc["entity_path"]) if doc.get("version") == 2 else \
+                f"{doc['entity_type']}/{doc['entity_name']}"
+        except (ValueError, KeyError, TypeError):
+            return
+        entity_type, _, name = path.partition("/")
+        if entity_type in (EC.USERS, EC.CLIENTS) and name:
+            config = await self.store.fetch(entity_type, name)
+            self.configs.set(path, config)
+            self.rt.trace("quota_config_changed", entity=path, config=dict(sorted(config.items())))
+
+    # ---------------------------------------------------------------- enforcement
+    async def throttle(self, header: RequestHeader, request: Any, response: Message | None) -> Message | None:
+        """Record a Produce's request bytes or a consumer Fetch's response bytes against the
+        sender's quota; over it, the answer carries the throttle time (a fetch's answer is
+        emptied) and the channel is muted for it (channel_throttle_ms) — or, for a client from
+        before KIP-219, the answer is held back that long."""
+        key, version = header.request_api_key, header.request_api_version
+        if key == A.PRODUCE:
+            manager, value = self.produce, _encoded_size(request, version)
+        elif key == A.FETCH and response is not None and _consumer_fetch(request, version):
+            manager, value = self.fetch, _encoded_size(response, version)
+        else:
+            return response
+        if not manager.enabled():
+            return response
+        user, client_id = context_of(header).principal.name, header.client_id or ""
+        now = self.rt.monotonic_ms()
+        throttle_ms = manager.record_and_get_throttle_ms(user, client_id, value, now)
+        if throttle_ms <= 0:
+            return response
+        if key == A.FETCH:
+            manager.unrecord(user, client_id, value, now)   # nothing of it is sent
+            response = FetchResponse(throttle_time_ms=throttle_ms, error_code=0, session_id=0, responses=[])
+        elif response is not None:
+            response.throttle_time_ms = throttle_ms  # type: ignore[attr-defined]
+        self.rt.trace("client_throttled", api_key=key, user=user, client_id=client_id, throttle_ms=throttle_ms)
+        if version >= CLIENT_THROTTLES_FROM[key]:
+            self._muted[id(header)] = throttle_ms
+        else:
+            await self.rt.sleep(throttle_ms)
+        return response
+
+    def channel_throttle_ms(self, header: RequestHeader) -> int:
+        """How long the socket server keeps the channel muted after answering this request."""
+        return self._muted.pop(id(header), 0)
+
+
+def _consumer_fetch(request: Any, version: int) -> bool:
+    replica = request.replica_state.replica_id if version >= 15 else request.replica_id
+    return bool(replica < 0)
+
+
+def _encoded_size(message: Any, version: int) -> int:
+    """The message's size on the wire (records counted by length, never copied)."""
+    total = 0
+
+    def add(part: Any) -> None:
+        nonlocal total
+        total += len(part)
+    message.write(add, version)
+    return total

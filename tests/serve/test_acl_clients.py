@@ -1,0 +1,123 @@
+"""ACLs with real clients over PLAINTEXT (every connection is User:ANONYMOUS): `kafkasim serve`
+with the AclAuthorizer and allow.everyone.if.no.acl.found=true (what no ACL speaks of is open);
+confluent-kafka's and kafka-python's admin clients create, describe and delete ACLs, and their
+producers and consumers are denied where the ACLs say."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from tests.serve.conftest import ServedBroker
+
+pytestmark = pytest.mark.real
+
+CONFIGS = {"authorizer.class.name": "kafka.security.authorizer.AclAuthorizer",
+           "allow.everyone.if.no.acl.found": "true", "num.partitions": 1}
+
+
+@pytest.fixture
+def acl_broker(tmp_path: Path) -> Iterator[ServedBroker]:
+    b = ServedBroker(tmp_path / "logs", configs=CONFIGS)
+    yield b
+    b.stop()
+    assert b.task_errors() == [], "the broker hit unhandled errors"
+
+
+def _deliver(bootstrap: str, topic: str) -> str | None:
+    """Produce one message with librdkafka; the delivery error's name, None when delivered."""
+    from confluent_kafka import Producer
+
+    p = Producer({"bootstrap.servers": bootstrap, "message.timeout.ms": 10000})
+    errors: list[str | None] = []
+    p.produce(topic, b"v", on_delivery=lambda err, msg: errors.append(err.name() if err else None))
+    p.flush(15)
+    return errors[0] if errors else "no delivery report"
+
+
+def test_confluent_kafka_admin_acls_and_a_denied_producer(acl_broker: ServedBroker) -> None:
+    from confluent_kafka.admin import (
+        AclBinding,
+        AclBindingFilter,
+        AclOperation,
+        AclPermissionType,
+        AdminClient,
+        NewTopic,
+        ResourcePatternType,
+        ResourceType,
+    )
+
+    admin = AdminClient({"bootstrap.servers": acl_broker.bootstrap})
+    for f in admin.create_topics([NewTopic("open", 1, 1), NewTopic("locked", 1, 1)]).values():
+        f.result(15)
+    deny = AclBinding(ResourceType.TOPIC, "locked", ResourcePatternType.LITERAL, "User:ANONYMOUS", "*",
+                      AclOperation.WRITE, AclPermissionType.DENY)
+    for f in admin.create_acls([deny]).values():
+        assert f.result(15) is None
+    described = admin.describe_acls(AclBindingFilter(
+        ResourceType.ANY, None, ResourcePatternType.ANY, None, None, AclOperation.ANY,
+        AclPermissionType.ANY)).result(15)
+    assert [(b.name, b.principal, b.operation, b.permission_type) for b in described] == \
+        [("locked", "User:ANONYMOUS", AclOperation.WRITE, AclPermissionType.DENY)]
+    assert _deliver(acl_broker.bootstrap, "open") is None
+    assert _deliver(acl_broker.bootstrap, "locked") == "TOPIC_AUTHORIZATION_FAILED"
+    deleted = admin.delete_acls([AclBindingFilter(ResourceType.TOPIC, "locked", ResourcePatternType.LITERAL,
+                                                  None, None, AclOperation.ANY, AclPermissionType.ANY)])
+    assert [len(f.result(15)) for f in deleted.values()] == [1]
+    assert _deliver(acl_broker.bootstrap, "locked") is None    # no ACL left: open again
+
+
+def test_kafka_python_admin_acls_and_a_denied_consumer(acl_broker: ServedBroker) -> None:
+    from kafka import KafkaConsumer, KafkaProducer
+    from kafka.admin import (
+        ACL,
+        ACLFilter,
+        ACLOperation,
+        ACLPermissionType,
+        ACLResourcePatternType,
+        KafkaAdminClient,
+        NewTopic,
+        ResourcePattern,
+        ResourcePatternFilter,
+        ResourceType,
+    )
+    from kafka.errors import TopicAuthorizationFailedError
+
+    admin = KafkaAdminClient(bootstrap_servers=acl_broker.bootstrap)
+    try:
+        admin.create_topics([NewTopic("secret", 1, 1)])
+        acl = ACL("User:ANONYMOUS", "*", ACLOperation.READ, ACLPermissionType.DENY,
+                  ResourcePattern(ResourceType.TOPIC, "secr", ACLResourcePatternType.PREFIXED))
+        result = admin.create_acls([acl])
+        assert result["failed"] == [] and len(result["succeeded"]) == 1
+        found, error = admin.describe_acls(ACLFilter(
+            principal=None, host=None, operation=ACLOperation.ANY, permission_type=ACLPermissionType.ANY,
+            resource_pattern=ResourcePatternFilter(ResourceType.TOPIC, None, ACLResourcePatternType.ANY)))
+        assert error.errno == 0 and [(a.resource_pattern.resource_name, a.operation) for a in found] == \
+            [("secr", ACLOperation.READ)]
+        # The DENY of READ leaves the topic with ACLs and no ALLOW, so not even DESCRIBE is
+        # allowed: the producer's metadata says TOPIC_AUTHORIZATION_FAILED, the consumer sees nothing.
+        producer = KafkaProducer(bootstrap_servers=acl_broker.bootstrap, max_block_ms=5000)
+        try:
+            with pytest.raises(TopicAuthorizationFailedError):
+                producer.send("secret", b"v").get(10)
+        finally:
+            producer.close()
+        consumer = KafkaConsumer("secret", bootstrap_servers=acl_broker.bootstrap, auto_offset_reset="earliest",
+                                 group_id="readers")
+        try:
+            assert not any(consumer.poll(timeout_ms=500) for _ in range(6))
+        finally:
+            consumer.close()
+        admin.delete_acls([ACLFilter(principal=None, host=None, operation=ACLOperation.ANY,
+                                     permission_type=ACLPermissionType.ANY, resource_pattern=ResourcePatternFilter(
+                                         ResourceType.TOPIC, "secr", ACLResourcePatternType.PREFIXED))])
+        producer = KafkaProducer(bootstrap_servers=acl_broker.bootstrap, max_block_ms=5000)
+        try:
+            assert producer.send("secret", b"v").get(10).offset == 0   # the ACL gone: open again
+        finally:
+            producer.close()
+    finally:
+        admin.close()
