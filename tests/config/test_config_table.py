@@ -37,7 +37,7 @@ pytestmark = pytest.mark.unit
 
 VIEWS = (ReplicationConfig, LogManagerConfig, ControllerConfig, GroupCoordinatorConfig, TransactionConfig)
 # BrokerConfig fields that are not Kafka configs: where it listens, and what server.properties set.
-NOT_CONFIGS = {"host", "port", "properties", "client_quotas"}
+NOT_CONFIGS = {"host", "port", "properties", "client_quotas", "listener_overrides"}
 # Where kafkasim's default is not Kafka's (each explained where the field is declared).
 KAFKASIM_DEFAULTS = {"broker.id", "log.dirs", "listeners", "offsets.topic.replication.factor",
                      "transaction.state.log.replication.factor", "transaction.state.log.min.isr"}
