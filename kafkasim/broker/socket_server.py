@@ -13,6 +13,7 @@ from __future__ import annotations
 import struct
 from typing import TYPE_CHECKING, Any
 
+from kafkasim.broker.connection_quotas import ConnectionQuotas
 from kafkasim.broker.request_context import RequestContext
 from kafkasim.protocol import api as A
 from kafkasim.protocol.errors import ProtocolError
@@ -69,6 +70,7 @@ class SocketServer:
         self.host, self.port = config.host, config.port
         self.request_max_bytes = config.socket_request_max_bytes        # socket.request.max.bytes
         self.connections_max_idle_ms = config.connections_max_idle_ms   # connections.max.idle.ms
+        self.connection_quotas = ConnectionQuotas.of(rt, config)
         self.listener: Server | None = None
         self.connections = 0
         self._apis: Future[KafkaApis] = rt.future()  # resolved by enable_request_processing()
@@ -89,14 +91,20 @@ class SocketServer:
             self.listener.close()
 
     async def handle_connection(self, stream: Stream) -> None:
+        address = str(stream.peer[0]) if stream.peer else ""
+        admitted = await self.connection_quotas.inc(address)  # max.connections, then max.connections.per.ip
         self.connections += 1
         try:
+            if not admitted:
+                self.rt.trace("connection_closed", peer=list(stream.peer), reason="max.connections.per.ip")
+                return
             apis = await self._apis
             await self._serve(stream, apis)
         except (ConnectionClosed, NetworkError):
             pass  # the client went away; nothing of theirs is pending
         finally:
             self.connections -= 1
+            self.connection_quotas.dec(address)
             stream.close()
 
     async def _serve(self, stream: Stream, apis: KafkaApis) -> None:

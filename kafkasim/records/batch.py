@@ -763,10 +763,8 @@ def decode_records(
             hlen, p = decode_varint(sub, p)
             if hlen < 0 or p + hlen > end:
                 raise _bad(f"header key length {hlen} does not fit the record", p)
-            try:
-                hkey = str(sub[p : p + hlen], "utf-8")
-            except UnicodeDecodeError as exc:
-                raise _bad(f"header key is not UTF-8: {exc}", p) from None
+            # Java's Utils.utf8 (new String(.., UTF_8)) replaces what is not UTF-8.
+            hkey = str(sub[p : p + hlen], "utf-8", "replace")
             p += hlen
             hvalue, p = _read_nullable(sub, p, end, "header value")
             headers.append((hkey, hvalue))
