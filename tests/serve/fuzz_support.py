@@ -7,6 +7,8 @@ Frame kinds (each a whole size-prefixed frame, or a byte stream for the framing 
               filled (one element per array, strings 'fz', a real record batch in `records`) —
               then bytes flipped, inserted, deleted, int16/int32 fields set to extremes, varints
               lengthened, unknown tagged fields added, lengths and counts changed
+  values      a well-formed request of hostile values: integers at their type's extremes,
+              odd strings, nulls, empty or repeated array elements
   records     a Produce request whose record batch was mutated after its CRC was fixed up, so
               the broker's batch parsing and decompression see the damage
   truncated   a valid frame cut short (its size prefix says so), or cut short on the wire and
@@ -29,15 +31,17 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from kafkasim.protocol import api as A
+from kafkasim.protocol.errors import ProtocolError
 from kafkasim.protocol.framing import encode_request
 from kafkasim.protocol.messages.headers import RequestHeader
 from kafkasim.protocol.primitives import DEFAULT, in_range
 from kafkasim.records import CompressionType, crc32c
 from kafkasim.records.batch import Record, build_batch
 
-KINDS = ("random", "mutated", "records", "truncated", "oversized", "version", "sasl")
-# How often each kind comes up: mostly mutated valid requests, which reach the handlers.
-WEIGHTS = (8, 60, 12, 8, 3, 6, 3)
+KINDS = ("random", "mutated", "values", "records", "truncated", "oversized", "version", "sasl")
+# How often each kind comes up: mostly mutated valid requests and hostile values, which reach
+# the handlers.
+WEIGHTS = (8, 35, 30, 10, 7, 3, 4, 3)
 FUZZ_NAME = "fz"   # every string of a filled request: the fuzzer's names never meet the health topic's
 _SIZE = struct.Struct(">i")
 # The controller's requests to brokers change cluster state by design (a LeaderAndIsr or
@@ -119,6 +123,72 @@ def _scalar(t: str, default: Any, rng: random.Random, records: bytes) -> Any:
     return default if isinstance(default, int) and not isinstance(default, bool) else 0
 
 
+_INT_RANGES = {"int8": (-2**7, 2**7 - 1), "int16": (-2**15, 2**15 - 1), "int32": (-2**31, 2**31 - 1),
+               "int64": (-2**63, 2**63 - 1), "uint16": (0, 2**16 - 1), "uint32": (0, 2**32 - 1)}
+_STRINGS = ("fz", "", "fz.x", "__consumer_offsets", "..", "\u00e9\u00e8\U0001f600", "a" * 300, "fz" * 130, "*",
+            "fz/../x", "0", "-1", "\x00")
+
+
+def hostile_fill(cls: Any, version: int, rng: random.Random, records: bytes, depth: int = 0) -> Any:
+    """Like fill(), but every field a value a hostile client might send: integers at their
+    type's extremes or small and negative, odd strings, nulls where the version allows them,
+    arrays of 0 to 3 elements (duplicates included)."""
+    kwargs: dict[str, Any] = {}
+    for spec in cls.SPEC:
+        if in_range(spec.versions, version):
+            kwargs[spec.attr] = _hostile_value(spec, version, rng, records, depth)
+    return cls(**kwargs)
+
+
+def _hostile_value(spec: Any, version: int, rng: random.Random, records: bytes, depth: int) -> Any:
+    t = spec.type
+    if in_range(spec.nullable_versions, version) and rng.random() < 0.15:
+        return None
+    if spec.attr in _OVERRIDES and t.startswith("int") and rng.random() < 0.8:
+        return _OVERRIDES[spec.attr]
+    if t.startswith("[]"):
+        n = rng.choice((0, 1, 1, 2, 3)) if depth < 3 else 0
+        if spec.struct is not None:
+            one = hostile_fill(spec.struct, version, rng, records, depth + 1)
+            return [one if rng.random() < 0.3 else hostile_fill(spec.struct, version, rng, records, depth + 1)
+                    for _ in range(n)]
+        return [_hostile_scalar(t[2:], rng, records) for _ in range(n)]
+    if spec.struct is not None:
+        return hostile_fill(spec.struct, version, rng, records, depth + 1)
+    return _hostile_scalar(t, rng, records)
+
+
+def _hostile_scalar(t: str, rng: random.Random, records: bytes) -> Any:
+    if t in _INT_RANGES:
+        lo, hi = _INT_RANGES[t]
+        return rng.choice((lo, hi, 0, 1, -1 if lo < 0 else 2, rng.randint(lo, hi), rng.randint(max(lo, -3), 3)))
+    if t == "string":
+        return rng.choice(_STRINGS)
+    if t == "bytes":
+        return rng.randbytes(rng.randint(0, 24))
+    if t == "records":
+        return rng.choice((records, b"", rng.randbytes(rng.randint(1, 70)), mutate_batch(records, rng)))
+    if t == "uuid":
+        return rng.choice((bytes(16), b"\xff" * 16, rng.randbytes(16)))
+    if t == "bool":
+        return rng.random() < 0.5
+    if t == "float64":
+        return rng.choice((0.0, -1.0, 1e308, float("nan"), float("inf")))
+    return 0
+
+
+def hostile_request(key: int, version: int, rng: random.Random, correlation_id: int) -> bytes:
+    """A well-formed request of hostile values (valid_request() when they cannot be encoded)."""
+    info = A.API_BY_KEY[key]
+    try:
+        body = hostile_fill(info.request, version, rng, record_batch(rng))
+        header = RequestHeader(request_api_key=key, request_api_version=version, correlation_id=correlation_id,
+                               client_id=rng.choice(("fuzz", None, "", "\u00e9" * 50)))
+        return encode_request(header, body)
+    except ProtocolError:
+        return valid_request(key, version, rng, correlation_id)
+
+
 def valid_request(key: int, version: int, rng: random.Random, correlation_id: int,
                   records: bytes | None = None) -> bytes:
     info = A.API_BY_KEY[key]
@@ -178,12 +248,14 @@ def make_case(kind: str, key: int, version: int, rng: random.Random, corr: int, 
         if rng.random() < 0.5 and len(body) >= 4 and key not in CLUSTER_ACTIONS:  # a known api key up front
             body = struct.pack(">hh", key, version) + body[4:]
         return Case(kind, key, _SIZE.pack(len(body)) + body)
+    if kind == "values" and key not in CLUSTER_ACTIONS:
+        return Case(kind, key, hostile_request(key, version, rng, corr))
     if kind == "mutated" and key not in CLUSTER_ACTIONS:
         return Case(kind, key, mutate_frame(valid_request(key, version, rng, corr), rng))
     if kind == "records":
         v = rng.randint(3, A.API_BY_KEY[A.PRODUCE].max_version)
         return Case(kind, A.PRODUCE, valid_request(A.PRODUCE, v, rng, corr, mutate_batch(record_batch(rng), rng)))
-    if kind in ("truncated", "mutated"):   # a strict prefix of a valid frame never decodes
+    if kind in ("truncated", "mutated", "values"):   # a strict prefix of a valid frame never decodes
         frame = valid_request(key, version, rng, corr)
         cut = rng.randrange(4, max(5, len(frame)))
         if rng.random() < 0.5:

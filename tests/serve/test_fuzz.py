@@ -23,6 +23,7 @@ from pathlib import Path
 
 import pytest
 
+from kafkasim.config import BROKER_KEYS
 from kafkasim.protocol import api as A
 from tests.serve.conftest import free_port
 from tests.serve.fuzz_support import KINDS, WEIGHTS, Case, Sender, make_case, named_key
@@ -37,6 +38,8 @@ MAX_BYTES = 1 << 20           # socket.request.max.bytes for the fuzzed broker (
 READ_TIMEOUT_S = 1.0          # for a request Kafka may hold (MAY_HOLD)
 SLOW_TIMEOUT_S = 15.0         # for any other: the broker may be busy with another connection's request
 HEALTH_TOPIC = "fuzz-health-check-topic"
+JAAS = ('org.apache.kafka.common.security.plain.PlainLoginModule required username="admin" '
+        'password="admin-secret" user_alice="alice-secret";')
 # Requests Kafka itself may hold past the read timeout: a produce or fetch waiting out its
 # timeout/max wait, a join or sync waiting for the group, topic operations waiting for their
 # timeout — a mutated int32 there is a long wait, not a hang.
@@ -48,13 +51,22 @@ class FuzzedBroker:
     """`kafkasim serve` with its stderr and stdout in files, so a traceback cannot hide."""
 
     def __init__(self, tmp: Path) -> None:
-        self.port = free_port()
+        self.port = self.sasl_port = free_port()
         self.trace = tmp / "trace.jsonl"
         self.stderr_path, self.stdout_path = tmp / "stderr.txt", tmp / "stdout.txt"
         self._err, self._out = self.stderr_path.open("w"), self.stdout_path.open("w")
+        configs = {"socket.request.max.bytes": MAX_BYTES, "group.min.session.timeout.ms": 10,
+                   "group.initial.rebalance.delay.ms": 0}
+        if "sasl.enabled.mechanisms" in BROKER_KEYS:   # a broker with SASL: its garbage goes to a SASL listener
+            self.sasl_port = free_port()
+            configs.update({
+                "listeners": f"PLAINTEXT://127.0.0.1:{self.port},SASL_PLAINTEXT://127.0.0.1:{self.sasl_port}",
+                "inter.broker.listener.name": "PLAINTEXT", "sasl.enabled.mechanisms": "PLAIN,SCRAM-SHA-256",
+                "listener.name.sasl_plaintext.plain.sasl.jaas.config": JAAS})
         cmd = [sys.executable, "-m", "kafkasim.cli", "serve", "--port", str(self.port), "--log-dir", str(tmp / "logs"),
-               "--trace", str(self.trace), "--config", f"socket.request.max.bytes={MAX_BYTES}",
-               "--config", "group.min.session.timeout.ms=10", "--config", "group.initial.rebalance.delay.ms=0"]
+               "--trace", str(self.trace)]
+        for key, value in configs.items():
+            cmd += ["--config", f"{key}={value}"]
         self.proc = subprocess.Popen(cmd, stdout=self._out, stderr=self._err)
         deadline = time.monotonic() + 30
         while "listening on" not in self.stdout_path.read_text():
@@ -145,6 +157,7 @@ class Tally:
         self.by_kind: Counter[tuple[str, str]] = Counter()
         self.timeouts: Counter[int] = Counter()
         self.keys: set[int] = set()
+        self.accepted_garbage: list[str] = []
 
     def add(self, case: Case, outcome: str) -> None:
         with self.lock:
@@ -155,21 +168,36 @@ class Tally:
                 self.timeouts[named_key(case.steps[-1] if case.steps else case.data)] += 1
 
 
-def _send(port: int, cases: list[Case], tally: Tally) -> None:
-    sender = Sender(port, READ_TIMEOUT_S)
+def _send(broker: FuzzedBroker, cases: list[Case], tally: Tally) -> None:
+    sender, sasl = Sender(broker.port, READ_TIMEOUT_S), Sender(broker.sasl_port, READ_TIMEOUT_S)
     for case in cases:
         if case.steps:   # sasl: a fresh connection, the handshake, then the garbage
-            sender.drop()
-            outcome = "closed"
+            sasl.drop()
+            outcome, reply = "closed", None
             for step in case.steps:
-                outcome, _ = sender.exchange(step, timeout_s=SLOW_TIMEOUT_S)
+                outcome, reply = sasl.exchange(step, timeout_s=SLOW_TIMEOUT_S)
                 if outcome != "answered":
                     break
+            if outcome == "answered" and not _sasl_refused(step, reply):
+                tally.accepted_garbage.append(step[:64].hex())
         else:
             wait = READ_TIMEOUT_S if named_key(case.data) in MAY_HOLD else SLOW_TIMEOUT_S
             outcome, _ = sender.exchange(case.data, case.close_after, wait)
         tally.add(case, outcome)
     sender.drop()
+    sasl.drop()
+
+
+def _sasl_refused(sent: bytes, reply: bytes | None) -> bool:
+    """A reply to garbage sent where SaslAuthenticate belongs must carry an error (Kafka:
+    SASL_AUTHENTICATION_FAILED, then it closes; ILLEGAL_SASL_STATE on a listener without SASL).
+    The reply's error_code follows the response header: v0 (correlation id) before
+    SaslAuthenticate v2, v1 (+ an empty tagged-field byte) from it."""
+    if named_key(sent) != A.SASL_AUTHENTICATE or reply is None:
+        return True   # random garbage that another api answered: not a SASL token
+    version = int.from_bytes(sent[6:8], "big", signed=True)
+    at = 5 if version >= 2 else 4
+    return len(reply) < at + 2 or int.from_bytes(reply[at:at + 2], "big", signed=True) != 0
 
 
 def test_hostile_frames_never_crash_the_broker(fuzzed: FuzzedBroker) -> None:
@@ -182,7 +210,7 @@ def test_hostile_frames_never_crash_the_broker(fuzzed: FuzzedBroker) -> None:
         for b, start in enumerate(range(0, len(cases), BATCH)):
             batch = cases[start:start + BATCH]
             with ThreadPoolExecutor(WORKERS) as pool:
-                list(pool.map(_send, [fuzzed.port] * WORKERS, [batch[w::WORKERS] for w in range(WORKERS)],
+                list(pool.map(_send, [fuzzed] * WORKERS, [batch[w::WORKERS] for w in range(WORKERS)],
                               [tally] * WORKERS))
             assert fuzzed.proc.poll() is None, f"the broker died after batch {b}: {fuzzed.stderr()[-3000:]}"
             health.check(b + 1)
@@ -202,3 +230,5 @@ def test_hostile_frames_never_crash_the_broker(fuzzed: FuzzedBroker) -> None:
     assert fuzzed.stderr() == "", "the broker wrote to stderr:\n" + fuzzed.stderr()[-5000:]
     assert set(tally.timeouts) <= MAY_HOLD, f"requests left unanswered: {dict(tally.timeouts)}"
     assert o["answered"] > 0 and o["closed"] > 0
+    assert tally.accepted_garbage == [], "garbage mid-SASL-handshake was answered without an error"
+    assert tally.by_kind[("sasl", "closed")] > 0
