@@ -151,6 +151,10 @@ _DESCRIBED_BROKER_CONFIGS: tuple[ConfigKey, ...] = (
 
 # Broker configs kafkasim runs by but does not describe (Kafka 3.9's KafkaConfig definitions).
 _OTHER_BROKER_CONFIGS: tuple[ConfigKey, ...] = (
+    # ConnectionQuotas (SocketServerConfigs): limits checked right after accept
+    _broker("max.connections.per.ip", INT, "2147483647", True, at_least(0), described=False),
+    _broker("max.connections.per.ip.overrides", STRING, "", True, _host_counts, described=False),
+    _broker("max.connections", INT, "2147483647", True, at_least(0), described=False),
     # ReplicationConfigs
     _broker("replica.lag.time.max.ms", LONG, "30000", False, described=False),
     _broker("replica.fetch.wait.max.ms", INT, "500", False, described=False),
@@ -180,10 +184,6 @@ _OTHER_BROKER_CONFIGS: tuple[ConfigKey, ...] = (
     _broker("log.cleaner.enable", BOOLEAN, "true", False, described=False),
     _broker("log.cleaner.backoff.ms", LONG, "15000", True, at_least(0), described=False),
     _broker("log.cleaner.dedupe.buffer.size", LONG, "134217728", True, described=False),
-    # ConnectionQuotas (SocketServerConfigs): limits checked right after accept
-    _broker("max.connections.per.ip", INT, "2147483647", True, at_least(0), described=False),
-    _broker("max.connections.per.ip.overrides", STRING, "", True, _host_counts, described=False),
-    _broker("max.connections", INT, "2147483647", True, at_least(0), described=False),
 )
 
 _BROKER_BY_NAME = {k.name: k for k in _DESCRIBED_BROKER_CONFIGS + _OTHER_BROKER_CONFIGS}
