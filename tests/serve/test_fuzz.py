@@ -30,7 +30,7 @@ from tests.serve.fuzz_support import KINDS, WEIGHTS, Case, Sender, make_case, na
 
 pytestmark = pytest.mark.real
 
-FRAMES = int(os.environ.get("KAFKASIM_FUZZ_FRAMES", "3000"))
+FRAMES = int(os.environ.get("KAFKASIM_FUZZ_FRAMES", "10000"))
 SEED = int(os.environ.get("KAFKASIM_FUZZ_SEED", "17"))
 BATCH = 1000
 WORKERS = 4
