@@ -42,6 +42,9 @@ from kafkasim.storage.producer_state import AppendOrigin, ProducerStateError
 from kafkasim.storage.txn_index import AbortedTxn
 
 UNKNOWN_OFFSET = -1
+# A produced batch that decompresses past this is refused (CORRUPT_MESSAGE): a 1 MiB gzip of
+# zeros is a gigabyte. Kafka streams the records and needs no bound; kafkasim holds them whole.
+MAX_DECOMPRESSED_BATCH_BYTES = 128 * 1024 * 1024
 LEADER_RECOVERY_RECOVERED, LEADER_RECOVERY_RECOVERING = 0, 1
 
 
@@ -94,7 +97,7 @@ def _check_records(records: Any, pos: int) -> None:
     lengths or varints do not fit is InvalidRecordException (INVALID_RECORD), and a batch that
     does not decompress is refused too — appended, it would fail every later reader."""
     try:
-        decode_batch_records(records, pos, validate=False)
+        decode_batch_records(records, pos, validate=False, max_decompressed=MAX_DECOMPRESSED_BATCH_BYTES)
     except CorruptRecordError as exc:
         code = E.CORRUPT_MESSAGE if exc.reason == CorruptReason.BAD_COMPRESSION else E.INVALID_RECORD
         raise AppendError(code, f"invalid record batch: {exc}") from exc

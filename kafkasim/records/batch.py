@@ -796,9 +796,10 @@ def decode_records(
 
 
 def decode_batch_records(
-    buf: Buffer, pos: int = 0, *, validate: bool = True
+    buf: Buffer, pos: int = 0, *, validate: bool = True, max_decompressed: int | None = None
 ) -> list[DecodedRecord]:
-    """All records of the v2 batch at ``pos`` (decompressed), with absolute offsets.
+    """All records of the v2 batch at ``pos`` (decompressed, refused past ``max_decompressed``
+    bytes when given), with absolute offsets.
 
     LogAppendTime batches report ``maxTimestamp`` as every record's timestamp, as Kafka's
     consumer does. Control records come back as records; use ``parse_control_key``.
@@ -809,7 +810,7 @@ def decode_batch_records(
     view = memoryview(buf)[pos + RECORDS_OFFSET : pos + header.size_in_bytes]
     codec = header.compression
     data: Buffer = (
-        view if codec == CompressionType.NONE else _compression.decompress(codec, view)
+        view if codec == CompressionType.NONE else _compression.decompress(codec, view, limit=max_decompressed)
     )
     return decode_records(data, header.records_count, header)
 

@@ -56,6 +56,16 @@ def test_a_compressed_batch_that_does_not_decompress_is_refused_with_corrupt_mes
     assert exc.value.error_code == E.CORRUPT_MESSAGE
 
 
+def test_a_batch_that_decompresses_past_the_bound_is_refused(monkeypatch: pytest.MonkeyPatch) -> None:
+    import kafkasim.broker.partition as partition
+    monkeypatch.setattr(partition, "MAX_DECOMPRESSED_BATCH_BYTES", 64 << 10)
+    bomb = build_batch([Record(1_700_000_000_000, None, bytes(1 << 20))], compression=CompressionType.GZIP)
+    assert len(bomb) < 8 << 10
+    with pytest.raises(AppendError) as exc:
+        validate_produce_records(bomb, LogConfig())
+    assert exc.value.error_code == E.CORRUPT_MESSAGE
+
+
 def test_a_sound_batch_still_passes() -> None:
     for codec in CompressionType:
         assert len(validate_produce_records(bytes(_batch(codec)), LogConfig()).headers) == 1
