@@ -10,7 +10,8 @@ Frame kinds (each a whole size-prefixed frame, or a byte stream for the framing 
   values      a well-formed request of hostile values: integers at their type's extremes,
               odd strings, nulls, empty or repeated array elements
   records     a Produce request whose record batch was mutated after its CRC was fixed up, so
-              the broker's batch parsing and decompression see the damage
+              the broker's batch parsing and decompression see the damage (or, 1 in 100, a
+              sound batch of a few KiB that decompresses to 160 MiB)
   truncated   a valid frame cut short (its size prefix says so), or cut short on the wire and
               the connection closed by the sender
   oversized   a size prefix above socket.request.max.bytes, or negative
@@ -24,6 +25,7 @@ long poll). Crashes are looked for by the test in the broker's stderr and trace.
 
 from __future__ import annotations
 
+import functools
 import random
 import socket
 import struct
@@ -63,6 +65,12 @@ def record_batch(rng: random.Random) -> bytes:
     recs = [Record(timestamp_ms=1_700_000_000_000 + i, key=b"k%d" % i, value=rng.randbytes(8),
                    headers=(("h", b"v"),) if i % 2 else ()) for i in range(rng.randint(1, 4))]
     return build_batch(recs, compression=codec)
+
+
+@functools.cache
+def compression_bomb() -> bytes:
+    """A sound zstd batch of a few KiB whose one record is 160 MiB of zeros."""
+    return build_batch([Record(1_700_000_000_000, None, bytes(160 << 20))], compression=CompressionType.ZSTD)
 
 
 def mutate_batch(batch: bytes, rng: random.Random) -> bytes:
@@ -193,6 +201,8 @@ def valid_request(key: int, version: int, rng: random.Random, correlation_id: in
                   records: bytes | None = None) -> bytes:
     info = A.API_BY_KEY[key]
     body = fill(info.request, version, rng, records if records is not None else record_batch(rng))
+    if key == A.PRODUCE and rng.random() < 0.9:
+        body.transactional_id = None   # a transactional id is refused before the records are read
     if info.is_flexible(version) and rng.random() < 0.2:
         body._unknown_tagged_fields = [(rng.randrange(0, 200), rng.randbytes(rng.randint(0, 8)))]
     header = RequestHeader(request_api_key=key, request_api_version=version, correlation_id=correlation_id,
@@ -254,7 +264,8 @@ def make_case(kind: str, key: int, version: int, rng: random.Random, corr: int, 
         return Case(kind, key, mutate_frame(valid_request(key, version, rng, corr), rng))
     if kind == "records":
         v = rng.randint(3, A.API_BY_KEY[A.PRODUCE].max_version)
-        return Case(kind, A.PRODUCE, valid_request(A.PRODUCE, v, rng, corr, mutate_batch(record_batch(rng), rng)))
+        batch = compression_bomb() if rng.random() < 0.01 else mutate_batch(record_batch(rng), rng)
+        return Case(kind, A.PRODUCE, valid_request(A.PRODUCE, v, rng, corr, batch))
     if kind in ("truncated", "mutated", "values"):   # a strict prefix of a valid frame never decodes
         frame = valid_request(key, version, rng, corr)
         cut = rng.randrange(4, max(5, len(frame)))
