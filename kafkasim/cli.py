@@ -224,6 +224,7 @@ def _cmd_shrink(args: argparse.Namespace) -> int:
 
 def _cmd_serve(args: argparse.Namespace) -> int:
     from kafkasim.broker.config import BrokerConfig
+    from kafkasim.broker.connection_quotas import parse_overrides
     from kafkasim.config import UnknownConfigError
     from kafkasim.config.types import ConfigValueError
     from kafkasim.runtime.real.net import TlsConfigError
@@ -231,7 +232,8 @@ def _cmd_serve(args: argparse.Namespace) -> int:
 
     configs = dict(kv.split("=", 1) for kv in args.config)
     try:
-        BrokerConfig.from_properties(configs)  # names and values checked before anything starts
+        # names and values checked before anything starts
+        parse_overrides(BrokerConfig.from_properties(configs).max_connections_per_ip_overrides)
     except (UnknownConfigError, ConfigValueError) as exc:
         raise UsageError(f"serve: --config: {exc}") from None
     if args.sim:

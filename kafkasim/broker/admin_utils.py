@@ -22,6 +22,8 @@ from dataclasses import dataclass
 
 from kafkasim.protocol import errors as E
 
+MAX_PARTITIONS_PER_OP = 10_000
+
 
 class AssignmentError(Exception):
     """InvalidPartitionsException / InvalidReplicationFactorException / AdminOperationException."""
@@ -47,6 +49,11 @@ def assign_replicas_to_brokers(brokers: list[BrokerMetadata], n_partitions: int,
     if replication_factor > len(brokers):
         raise AssignmentError(E.INVALID_REPLICATION_FACTOR, f"Replication factor: {replication_factor} larger than "
                               f"available brokers: {len(brokers)}.")
+    if n_partitions > MAX_PARTITIONS_PER_OP:
+        # Kafka's ZooKeeper-mode AdminZkClient has no bound and runs out of heap building the
+        # assignment; its KRaft controller refuses an operation of more than 10,000 records
+        # (QuorumController.MAX_RECORDS_PER_USER_OP) with this error, which kafkasim answers.
+        raise AssignmentError(E.POLICY_VIOLATION, "Unable to perform excessively large batch operation.")
     if all(b.rack is None for b in brokers):
         return _rack_unaware(n_partitions, replication_factor, [b.id for b in brokers], rng_int,
                              fixed_start_index, start_partition_id)

@@ -34,7 +34,7 @@ from typing import Any
 
 from kafkasim.broker.purgatory import DelayedOperationPurgatory, TopicPartitionOperationKey
 from kafkasim.protocol import errors as E
-from kafkasim.records.batch import MAGIC_VALUE_V2, BatchHeader, iter_batches, peek_magic
+from kafkasim.records.batch import MAGIC_VALUE_V2, BatchHeader, decode_batch_records, iter_batches, peek_magic
 from kafkasim.records.errors import CorruptReason, CorruptRecordError
 from kafkasim.storage.file_records import FileRecords
 from kafkasim.storage.log import AppendInfo, Log, LogConfig
@@ -42,6 +42,9 @@ from kafkasim.storage.producer_state import AppendOrigin, ProducerStateError
 from kafkasim.storage.txn_index import AbortedTxn
 
 UNKNOWN_OFFSET = -1
+# A produced batch that decompresses past this is refused (CORRUPT_MESSAGE): a 1 MiB gzip of
+# zeros is a gigabyte. Kafka streams the records and needs no bound; kafkasim holds them whole.
+MAX_DECOMPRESSED_BATCH_BYTES = 128 * 1024 * 1024
 LEADER_RECOVERY_RECOVERED, LEADER_RECOVERY_RECOVERING = 0, 1
 
 
@@ -59,10 +62,10 @@ class ValidatedRecords:
 
 def validate_produce_records(records: Any, config: LogConfig,
                              origin: AppendOrigin = AppendOrigin.CLIENT) -> ValidatedRecords:
-    """Kafka's LogValidator checks that need no record parsing: magic 2, a sane length, a CRC
-    that matches, exactly one batch per partition (magic 2 producers send one), size within
-    max.message.bytes, no control batches from clients (only the coordinator writes them:
-    AppendOrigin.COORDINATOR, WriteTxnMarkers)."""
+    """Kafka's LogValidator checks: magic 2, a sane length, a CRC that matches, exactly one batch
+    per partition (magic 2 producers send one), size within max.message.bytes, no control
+    batches from clients (only the coordinator writes them: AppendOrigin.COORDINATOR,
+    WriteTxnMarkers), and records that parse."""
     if records is None or len(records) == 0:
         raise AppendError(E.INVALID_RECORD, "no records")
     try:
@@ -78,14 +81,26 @@ def validate_produce_records(records: Any, config: LogConfig,
         raise AppendError(E.CORRUPT_MESSAGE, "trailing partial batch")
     if len(headers) != 1:
         raise AppendError(E.INVALID_RECORD, f"expected exactly one record batch, got {len(headers)}")
-    for _, h in headers:
+    for pos, h in headers:
         if h.size_in_bytes > config.max_message_bytes:
             raise AppendError(E.MESSAGE_TOO_LARGE, f"batch of {h.size_in_bytes} bytes > max.message.bytes")
         if h.is_control and origin == AppendOrigin.CLIENT:
             raise AppendError(E.INVALID_RECORD, "Clients are not allowed to write control records")
         if h.records_count <= 0 or h.last_offset_delta != h.records_count - 1:
             raise AppendError(E.INVALID_RECORD, "record count and last offset delta disagree")
+        _check_records(records, pos)
     return ValidatedRecords(bytearray(records), headers)
+
+
+def _check_records(records: Any, pos: int) -> None:
+    """LogValidator iterates every record of the batch (decompressing it): a record whose
+    lengths or varints do not fit is InvalidRecordException (INVALID_RECORD), and a batch that
+    does not decompress is refused too — appended, it would fail every later reader."""
+    try:
+        decode_batch_records(records, pos, validate=False, max_decompressed=MAX_DECOMPRESSED_BATCH_BYTES)
+    except CorruptRecordError as exc:
+        code = E.CORRUPT_MESSAGE if exc.reason == CorruptReason.BAD_COMPRESSION else E.INVALID_RECORD
+        raise AppendError(code, f"invalid record batch: {exc}") from exc
 
 
 @dataclass

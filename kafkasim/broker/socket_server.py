@@ -22,6 +22,7 @@ import functools
 import struct
 from typing import TYPE_CHECKING, Any
 
+from kafkasim.broker.connection_quotas import ConnectionQuotas
 from kafkasim.broker.request_context import ANONYMOUS, KafkaPrincipal, RequestContext
 from kafkasim.broker.request_faults import RequestFaults
 from kafkasim.broker.security.authenticator import SaslAuthenticator
@@ -102,6 +103,7 @@ class SocketServer:
         self.host, self.port = config.host, config.port
         self.request_max_bytes = config.socket_request_max_bytes        # socket.request.max.bytes
         self.connections_max_idle_ms = config.connections_max_idle_ms   # connections.max.idle.ms
+        self.connection_quotas = ConnectionQuotas.of(rt, config)
         self.failed_authentication_delay_ms = config.connection_failed_authentication_delay_ms
         self.listener_config = listeners_of(config)
         self.securities = [security_of(config, e) for e in self.listener_config.bound]
@@ -146,8 +148,13 @@ class SocketServer:
             listener.close()
 
     async def handle_connection(self, security: ListenerSecurity, stream: Stream) -> None:
+        address = str(stream.peer[0]) if stream.peer else ""
+        admitted = await self.connection_quotas.inc(address)  # max.connections, then max.connections.per.ip
         self.connections += 1
         try:
+            if not admitted:
+                self.rt.trace("connection_closed", peer=list(stream.peer), reason="max.connections.per.ip")
+                return
             apis = await self._apis
             auth = SaslAuthenticator(security, self.credentials, self._nonce, self.rt.monotonic_ms) \
                 if security.sasl else None
@@ -156,6 +163,7 @@ class SocketServer:
             pass  # the client went away; nothing of theirs is pending
         finally:
             self.connections -= 1
+            self.connection_quotas.dec(address)
             stream.close()
 
     def _nonce(self) -> str:

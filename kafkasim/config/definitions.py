@@ -62,6 +62,15 @@ def _broker(name: str, type_: int, default: str | None, dynamic: bool, validator
     return ConfigKey(name, type_, default, BROKER, dynamic, validator, (), described)
 
 
+def _host_counts(v: str) -> str | None:
+    """max.connections.per.ip.overrides: comma-separated host:count (Kafka's getMap)."""
+    for item in (p.strip() for p in v.split(",") if p.strip()):
+        host, _, count = item.rpartition(":")
+        if not host.strip() or not count.strip().isdigit():
+            return f"entry '{item}' is not host:count"
+    return None
+
+
 # The broker configs kafkasim describes (in the order it lists them): those behind every topic
 # config, and those it runs by.
 _DESCRIBED_BROKER_CONFIGS: tuple[ConfigKey, ...] = (
@@ -143,6 +152,10 @@ _DESCRIBED_BROKER_CONFIGS: tuple[ConfigKey, ...] = (
 
 # Broker configs kafkasim runs by but does not describe (Kafka 3.9's KafkaConfig definitions).
 _OTHER_BROKER_CONFIGS: tuple[ConfigKey, ...] = (
+    # ConnectionQuotas (SocketServerConfigs): limits checked right after accept
+    _broker("max.connections.per.ip", INT, "2147483647", True, at_least(0), described=False),
+    _broker("max.connections.per.ip.overrides", STRING, "", True, _host_counts, described=False),
+    _broker("max.connections", INT, "2147483647", True, at_least(0), described=False),
     # ReplicationConfigs
     _broker("replica.lag.time.max.ms", LONG, "30000", False, described=False),
     _broker("replica.fetch.wait.max.ms", INT, "500", False, described=False),

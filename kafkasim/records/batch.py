@@ -763,10 +763,8 @@ def decode_records(
             hlen, p = decode_varint(sub, p)
             if hlen < 0 or p + hlen > end:
                 raise _bad(f"header key length {hlen} does not fit the record", p)
-            try:
-                hkey = str(sub[p : p + hlen], "utf-8")
-            except UnicodeDecodeError as exc:
-                raise _bad(f"header key is not UTF-8: {exc}", p) from None
+            # Java's Utils.utf8 (new String(.., UTF_8)) replaces what is not UTF-8.
+            hkey = str(sub[p : p + hlen], "utf-8", "replace")
             p += hlen
             hvalue, p = _read_nullable(sub, p, end, "header value")
             headers.append((hkey, hvalue))
@@ -798,9 +796,10 @@ def decode_records(
 
 
 def decode_batch_records(
-    buf: Buffer, pos: int = 0, *, validate: bool = True
+    buf: Buffer, pos: int = 0, *, validate: bool = True, max_decompressed: int | None = None
 ) -> list[DecodedRecord]:
-    """All records of the v2 batch at ``pos`` (decompressed), with absolute offsets.
+    """All records of the v2 batch at ``pos`` (decompressed, refused past ``max_decompressed``
+    bytes when given), with absolute offsets.
 
     LogAppendTime batches report ``maxTimestamp`` as every record's timestamp, as Kafka's
     consumer does. Control records come back as records; use ``parse_control_key``.
@@ -811,7 +810,7 @@ def decode_batch_records(
     view = memoryview(buf)[pos + RECORDS_OFFSET : pos + header.size_in_bytes]
     codec = header.compression
     data: Buffer = (
-        view if codec == CompressionType.NONE else _compression.decompress(codec, view)
+        view if codec == CompressionType.NONE else _compression.decompress(codec, view, limit=max_decompressed)
     )
     return decode_records(data, header.records_count, header)
 

@@ -44,6 +44,7 @@ from __future__ import annotations
 
 import gzip
 import struct
+import zlib
 from enum import IntEnum
 
 import cramjam
@@ -133,10 +134,16 @@ def compress(codec: int, data: Buffer, *, magic: int = 2) -> bytes:
     raise AssertionError(codec)  # pragma: no cover - IntEnum is closed
 
 
-def decompress(codec: int, data: Buffer, *, magic: int = 2) -> bytes:
-    """Inverse of :func:`compress`; raises ``CorruptRecordError(bad_compression)``."""
+def decompress(codec: int, data: Buffer, *, magic: int = 2, limit: int | None = None) -> bytes:
+    """Inverse of :func:`compress`; raises ``CorruptRecordError(bad_compression)``.
+
+    ``limit``: refuse (bad_compression) data that decompresses to more bytes, found without
+    holding more than that — a few KiB of gzip or zstd can claim gigabytes (Kafka streams the
+    records and never holds them whole; this decoder does)."""
     codec = codec_of(codec)
     try:
+        if limit is not None and codec in (GZIP, ZSTD):
+            _check_size(codec, data, limit)
         if codec is NONE:
             return bytes(data)
         if codec is GZIP:
@@ -144,7 +151,7 @@ def decompress(codec: int, data: Buffer, *, magic: int = 2) -> bytes:
         if codec is SNAPPY:
             return snappy_decompress(data)
         if codec is LZ4:
-            return lz4_frame_decompress(data, ignore_header_checksum=(magic == 0))
+            return lz4_frame_decompress(data, ignore_header_checksum=(magic == 0), limit=limit)
         if codec is ZSTD:
             return _zstd_decompress(data)
     except CorruptRecordError:
@@ -155,6 +162,34 @@ def decompress(codec: int, data: Buffer, *, magic: int = 2) -> bytes:
             f"{codec.kafka_name}: {type(exc).__name__}: {exc}",
         ) from exc
     raise AssertionError(codec)  # pragma: no cover
+
+
+def _too_big(codec: CompressionType, limit: int) -> CorruptRecordError:
+    return CorruptRecordError(CorruptReason.BAD_COMPRESSION, f"{codec.kafka_name}: decompresses past {limit} bytes")
+
+
+def _check_size(codec: CompressionType, data: Buffer, limit: int) -> None:
+    """Decompress in bounded steps, keeping nothing, until the end or past `limit` (then raise);
+    damage is left for the decoder proper to report."""
+    if codec is ZSTD:
+        reader = zstandard.ZstdDecompressor().stream_reader(bytes(data), read_across_frames=True)
+        total = 0
+        while chunk := reader.read(1 << 20):
+            total += len(chunk)
+            if total > limit:
+                raise _too_big(codec, limit)
+        return
+    rest, total = bytes(data), 0
+    while rest:   # gzip: one decompressobj per member, as gzip.decompress reads them
+        d = zlib.decompressobj(wbits=31)
+        while rest and not d.eof:
+            total += len(d.decompress(rest, 1 << 20))
+            if total > limit:
+                raise _too_big(codec, limit)
+            rest = d.unconsumed_tail
+        if not d.eof:
+            return
+        rest = d.unused_data
 
 
 # --------------------------------------------------------------------------- snappy
@@ -273,7 +308,7 @@ def _lz4_bad(detail: str) -> CorruptRecordError:
 
 
 def lz4_frame_decompress(
-    data: Buffer, *, ignore_header_checksum: bool = False
+    data: Buffer, *, ignore_header_checksum: bool = False, limit: int | None = None
 ) -> bytes:
     """Read an LZ4 frame the way ``KafkaLZ4BlockInputStream`` does.
 
@@ -319,6 +354,8 @@ def lz4_frame_decompress(
             out += block
         else:
             out += lz4.block.decompress(block, uncompressed_size=max_block)
+        if limit is not None and len(out) > limit:
+            raise _lz4_bad(f"decompresses past {limit} bytes")
         if flg & LZ4_FLG_BLOCK_CHECKSUM:
             pos += 4
     return bytes(out)
