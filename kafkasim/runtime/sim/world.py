@@ -101,6 +101,8 @@ class SimNodeRuntime(NodeRuntime):
 
     async def sleep(self, ms: float) -> None:
         self._check()
+        if self._w.buggify is not None and self.buggify("timer.sleep.late"):
+            ms += 1.0 + ms / 10  # a thread wakes late (scheduling latency): two tasks' wake-ups may swap
         await self._kernel.sleep(ms)
         self._check()
 
