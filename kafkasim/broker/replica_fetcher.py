@@ -117,7 +117,7 @@ class ReplicaFetcherThread:
                 fetching = sorted(tp for tp, st in self.partitions.items() if not st.truncating and self._ready(st))
                 if fetching:
                     if self.rt.buggify("replica_fetcher.slow"):  # a busy fetcher thread: the follower lags
-                        await self.rt.sleep(self.config.replica_fetch_backoff_ms)
+                        await self.rt.sleep(self.config.replica_fetch_backoff_ms / 10)
                     await self._fetch(fetching)
                 elif not truncating:
                     await self.rt.sleep(self._next_ready_in())

@@ -2,7 +2,7 @@
 from its own seeded stream, so a seed explores what a real cluster does only on a bad day —
 short fetches, early segment rolls, slow fsyncs and coordinator loads, spurious retriable errors.
 
-Broker, storage and client code asks `rt.buggify("point.name")` in one short `if`; the real
+Broker, storage and client code asks `rt.buggify(<point name>)` in one short `if`; the real
 world always answers no, the simulated world answers from a `Buggify` built for the run:
 
 - each point, the first time it is asked in a run, is enabled for the whole run with probability
