@@ -136,7 +136,7 @@ class _Driver:
         with open(os.path.join(out_dir, "error.txt"), "w") as f:
             f.write(payload["traceback"])
         repro = repro_command({"scenario_path": job.scenario_path, "seed": job.seed,
-                               "seeded_bugs": list(job.seeded_bugs)})
+                               "seeded_bugs": list(job.seeded_bugs), "buggify": {"enabled": job.buggify}})
         return {"scenario": scenario.name, "path": job.scenario_path, "seed": job.seed, "verdict": "error",
                 "error": payload["error"], "traceback": payload["traceback"], "repro": repro, "replay": "",
                 "trace_hash": "", "out_dir": out_dir, "wall_s": 0.0,
