@@ -43,6 +43,10 @@ INTERRUPTIBLE = ("run", "sweep", "replay", "shrink", "report", "load")
 JAVA_FIX = "apt install openjdk-17-jre-headless, or set JAVA_HOME"  # kafkasim.report.prereq says it
 
 
+BUGGIFY_HELP = ("BUGGIFY on (as [buggify] enabled = true): seeded rare-but-legal code paths "
+                "(kafkasim/runtime/buggify.py); run.json records the points enabled and fired")
+
+
 class UsageError(Exception):
     """A user's mistake: printed as one line, exit 2."""
 
@@ -96,8 +100,10 @@ def _cmd_run(args: argparse.Namespace) -> int:
     from kafkasim.harness.progress import ProgressLine, run_text
     from kafkasim.harness.repro import repro_command
     from kafkasim.harness.runner import default_out_dir, run_scenario
+    from kafkasim.harness.scenario import with_buggify
 
     scenario = _load_scenario(args.scenario)
+    scenario = with_buggify(scenario) if args.buggify else scenario
     bugs = _seeded_bugs()
     out = _out_dir(args.out or default_out_dir(scenario, args.seed), "--out")
     line = ProgressLine(sys.stderr, wall_seconds)
@@ -111,6 +117,11 @@ def _cmd_run(args: argparse.Namespace) -> int:
     print(f"scenario {run['scenario']} seed {run['seed']}: {run['verdict'].upper()}")
     if run.get("seeded_bugs"):
         print(f"  SEEDED BUGS ON: {', '.join(run['seeded_bugs'])} (KAFKASIM_SEEDED_BUGS): not a clean run")
+    if run.get("buggify"):
+        points = run["buggify"]["points"]
+        fired = {name: p["fired"] for name, p in points.items() if p["fired"]}
+        print(f"  BUGGIFY on: {sum(p['enabled'] for p in points.values())} of {len(points)} points asked enabled, "
+              f"fired: {', '.join(f'{n} x{c}' for n, c in fired.items()) or 'none'}")
     print(f"  acked {stats['acked']}/{stats['produced']}, consumed {stats['consumed']}, "
           f"sim {stats['sim_time_ms'] / 1000:.1f} s in {stats['wall_time_s']:.2f} s wall "
           f"({stats['sim_to_wall_ratio']:.1f}x)")
@@ -141,7 +152,7 @@ def _cmd_sweep(args: argparse.Namespace) -> int:
     _out_dir(os.path.dirname(os.path.abspath(junit)), "--junit's directory")
     master = _spark_master(args)
     try:
-        results = sweep(args.scenarios, seeds, args.jobs, args.out, junit, bugs, master)
+        results = sweep(args.scenarios, seeds, args.jobs, args.out, junit, bugs, master, args.buggify)
     except ScenarioError as exc:
         raise UsageError(str(exc)) from None
     failing = [r for r in results if r["verdict"] != "pass"]
@@ -461,6 +472,7 @@ def _add_sim_commands(sub: Any) -> None:
     r.add_argument("scenario", help="scenario file (TOML, see scenarios/README.md)")
     r.add_argument("--seed", type=int, default=1, help="root seed: the run is a function of it")
     r.add_argument("--out", help="report directory (default: reports/runs/<scenario>/seed-<N>)")
+    r.add_argument("--buggify", action="store_true", help=BUGGIFY_HELP)
     r.set_defaults(fn=_cmd_run)
     sw = _sub(sub, "sweep", "run scenarios over many seeds in local processes (or on Spark)")
     sw.add_argument("scenarios", help="a scenario file or a directory of them")
@@ -469,6 +481,7 @@ def _add_sim_commands(sub: Any) -> None:
                                                        "with --spark, Spark's cores decide)")
     sw.add_argument("--out", default="reports", help="reports directory (runs go to OUT/runs/...)")
     sw.add_argument("--junit", help="JUnit XML path (default: OUT/junit.xml)")
+    sw.add_argument("--buggify", action="store_true", help=BUGGIFY_HELP)
     sw.add_argument("--spark", action="store_true",
                     help="run each (scenario, seed) as a Spark task instead (needs PySpark and Java)")
     sw.add_argument("--master", help="with --spark: a Spark master URL, e.g. spark://HOST:PORT, yarn, "

@@ -87,6 +87,8 @@ class AlterPartitionManager:
                 self._wakeup = self.rt.future()
                 await self._wakeup
                 continue
+            if self.rt.buggify("alter_partition.slow"):  # the ISR change reaches the controller late
+                await self.rt.sleep(RETRY_BACKOFF_MS)
             batch, self.unsent = self.unsent, {}
             ok = await self._send(batch)
             if not ok:

@@ -107,6 +107,8 @@ class ControllerApis:
         if self._broker_epoch_stale(req.broker_epoch if version >= 2 else -1):
             return _leader_and_isr_response(version, E.STALE_BROKER_EPOCH, {}, states)
         live = {b.broker_id: Z.BrokerInfo(b.broker_id, b.host_name, b.port, None) for b in req.live_leaders}
+        if self.rt.buggify("leader_and_isr.slow"):  # a busy request handler: the controller waits for our answer
+            await self.rt.sleep(200)
         error, errors = await self.rm.become_leader_or_follower(req.controller_epoch, states, live)
         self.rt.trace("leader_and_isr", controller=req.controller_id, controller_epoch=req.controller_epoch,
                              error=error, partitions=len(states),

@@ -116,6 +116,8 @@ class ReplicaFetcherThread:
                     await self._truncate(truncating)
                 fetching = sorted(tp for tp, st in self.partitions.items() if not st.truncating and self._ready(st))
                 if fetching:
+                    if self.rt.buggify("replica_fetcher.slow"):  # a busy fetcher thread: the follower lags
+                        await self.rt.sleep(self.config.replica_fetch_backoff_ms / 10)
                     await self._fetch(fetching)
                 elif not truncating:
                     await self.rt.sleep(self._next_ready_in())
@@ -258,7 +260,8 @@ class ReplicaFetcherThread:
             by_topic.setdefault(tp[0], []).append(F.FetchPartition(
                 partition=tp[1], current_leader_epoch=st.current_leader_epoch, fetch_offset=st.fetch_offset,
                 last_fetched_epoch=-1, log_start_offset=p.log.log_start_offset,
-                partition_max_bytes=cfg.replica_fetch_max_bytes))
+                partition_max_bytes=1 if self.rt.buggify("replica_fetcher.tiny_fetch")  # replica.fetch.max.bytes=1
+                else cfg.replica_fetch_max_bytes))
         if not sent:
             return
         req = FetchRequest(replica_id=self.rm.broker_id, max_wait_ms=cfg.replica_fetch_wait_max_ms,

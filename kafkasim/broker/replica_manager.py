@@ -442,6 +442,8 @@ class ReplicaManager:
             budget = min(s.max_bytes, max_bytes - total) if total else s.max_bytes
             if not s.min_one_message:
                 budget = min(s.max_bytes, max_bytes - total)
+            elif self.rt.buggify("fetch.response.tiny"):
+                budget = min(budget, 1)  # as fetch.max.bytes=1 answers: the first batch only (KIP-74)
             data: FileRecords | bytes
             try:
                 aborted: list[AbortedTxn] | None = None

@@ -102,7 +102,7 @@ class Consumer:
                 stale = stale or errors
             except (NetworkError, RuntimeTimeout, KeyError):
                 stale = True
-        if stale:
+        if stale or self.rt.buggify("consumer.metadata.refresh"):  # metadata.max.age.ms may refresh any time
             await self.rt.sleep(100)
             try:
                 await self.cluster.refresh_metadata(sorted({t for t, _ in self.positions}), allow_auto_create=False)
@@ -122,7 +122,8 @@ class Consumer:
                 partition=p, fetch_offset=offset,
                 partition_max_bytes=self.config.max_partition_fetch_bytes))
         req = FetchRequest(replica_id=-1, max_wait_ms=self.config.fetch_max_wait_ms,
-                           min_bytes=self.config.fetch_min_bytes, max_bytes=self.config.fetch_max_bytes,
+                           min_bytes=self.config.fetch_min_bytes,
+                           max_bytes=1 if self.rt.buggify("consumer.fetch.tiny") else self.config.fetch_max_bytes,
                            isolation_level=self.config.isolation_level,
                            topics=[FetchRequest.FetchTopic(topic=t, partitions=ps) for t, ps in topics.items()])
         resp = await conn.request_within(req, self.config.request_timeout_ms + self.config.fetch_max_wait_ms)

@@ -271,7 +271,8 @@ class GroupMember:
 
     async def _heartbeat_loop(self) -> None:
         while True:
-            await self.rt.sleep(self.config.heartbeat_interval_ms)
+            early = self.rt.buggify("consumer.heartbeat.early")  # a heartbeat before heartbeat.interval.ms
+            await self.rt.sleep(self.config.heartbeat_interval_ms / (4 if early else 1))
             if self.rejoin_needed:
                 continue
             try:

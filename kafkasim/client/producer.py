@@ -194,11 +194,12 @@ class Producer:
             if not q:
                 w = self._wakeups[tp] = self.rt.future()
                 await w
-            if self.config.linger_ms > 0:
+            if self.config.linger_ms > 0 and not self.rt.buggify("producer.linger.skip"):  # as linger.ms=0
                 await self.rt.sleep(self.config.linger_ms)
             batch: list[_Pending] = []
             size = 0
-            while q and (not batch or size + q[0].size <= self.config.batch_size):
+            limit = 1 if self.rt.buggify("producer.batch.small") else self.config.batch_size  # as batch.size=1
+            while q and (not batch or size + q[0].size <= limit):
                 item = q.popleft()
                 batch.append(item)
                 size += item.size
@@ -295,7 +296,10 @@ class Producer:
             return E.LEADER_NOT_AVAILABLE, -1
         PD = ProduceRequest.TopicProduceData.PartitionProduceData
         req = ProduceRequest(transactional_id=None, acks=self.config.acks,
-                             timeout_ms=int(self.config.request_timeout_ms),
+                             # buggify: a 1 ms produce timeout, so the broker answers REQUEST_TIMED_OUT while
+                             # the ISR catches up and the idempotent producer retries what was written
+                             timeout_ms=1 if self.config.idempotence and self.rt.buggify("producer.timeout.short")
+                             else int(self.config.request_timeout_ms),
                              topic_data=[ProduceRequest.TopicProduceData(
                                  name=topic, partition_data=[PD(index=partition, records=records)])])
         try:

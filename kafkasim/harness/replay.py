@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from kafkasim.harness.runner import run_scenario
-from kafkasim.harness.scenario import Scenario, load_scenario, scenario_from_text
+from kafkasim.harness.scenario import Scenario, load_scenario, scenario_from_text, with_buggify
 
 Note = Callable[[str], None]
 
@@ -56,6 +56,12 @@ def file_sha256(path: str) -> str | None:
 def scenario_of_run(run: dict[str, Any], on_note: Note = lambda msg: None) -> Scenario:
     """The scenario the run ran: its stored text when run.json has it (noting when the file on
     disk no longer matches), else the file."""
+    scenario = _scenario_of_run(run, on_note)
+    # A run with `--buggify` replays (and shrinks) with it: BUGGIFY is part of what the run was.
+    return with_buggify(scenario) if (run.get("buggify") or {}).get("enabled") else scenario
+
+
+def _scenario_of_run(run: dict[str, Any], on_note: Note) -> Scenario:
     path = str(run["scenario_path"])
     text = run.get("scenario_text")
     if not text:

@@ -19,7 +19,8 @@ def repro_command(run: Mapping[str, Any]) -> str:
     mapping with `scenario_path`, `seed` and optionally `seeded_bugs`), shell-quoted."""
     bugs = sorted(run.get("seeded_bugs") or [])
     env = f"{SEEDED_BUGS_ENV}={shlex.quote(','.join(bugs))} " if bugs else ""
-    return f"{env}kafkasim run {shlex.quote(str(run['scenario_path']))} --seed {int(run['seed'])}"
+    buggify = " --buggify" if (run.get("buggify") or {}).get("enabled") else ""
+    return f"{env}kafkasim run {shlex.quote(str(run['scenario_path']))} --seed {int(run['seed'])}{buggify}"
 
 
 def replay_command(run_json_path: str) -> str:

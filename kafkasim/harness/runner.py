@@ -71,7 +71,7 @@ def _broker_config(scenario: Scenario, broker_id: int, host: str) -> BrokerConfi
 
 def build_world(scenario: Scenario, seed: int, trace_out: Any, history: History, bugs: Iterable[str] = ()
                 ) -> tuple[SimWorld, list[Any], SimCluster]:
-    world = SimWorld(seed, trace_out, latency_ms=scenario.latency_ms, seeded_bugs=bugs)
+    world = SimWorld(seed, trace_out, latency_ms=scenario.latency_ms, seeded_bugs=bugs, buggify=scenario.buggify)
     cluster = SimCluster(world, lambda broker_id, host: _broker_config(scenario, broker_id, host), scenario.racks)
     for i in range(scenario.brokers):
         cluster.add_broker(i)
@@ -216,6 +216,8 @@ def run_scenario(scenario: Scenario, seed: int, out_dir: str | None = None,
     run["faults_fired"] = fired
     if swarm:
         run["swarm"] = swarm
+    if world.buggify is not None:  # the points this run asked, enabled and fired (runtime/buggify.py)
+        run["buggify"] = world.buggify.summary()
     run["scenario_text"] = scenario.text
     run["scenario_sha256"] = hashlib.sha256(scenario.text.encode()).hexdigest()
     run["repro"] = repro_command(run)

@@ -4,7 +4,7 @@ what was expected (scenarios/README.md documents the format)."""
 from __future__ import annotations
 
 import tomllib
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from kafkasim.config import BROKER, BROKER_KEYS, TOPIC, TOPIC_KEYS, UnknownConfigError, check_names, typed
@@ -13,6 +13,7 @@ from kafkasim.harness.acl_scenario import AclSpec, AclSpecError, parse_acls
 from kafkasim.harness.faults import Fault, parse_faults
 from kafkasim.harness.nemesis import NemesisSpec, parse_nemesis
 from kafkasim.harness.scenario_checks import check_scenario
+from kafkasim.runtime.buggify import BuggifySpec
 
 ANOMALY_KINDS = ("lost-write", "duplicate", "reorder", "inconsistent-offsets", "poll-skip",
                  "nonmonotonic-poll", "unseen", "task-error", "liveness", "replica-divergence",
@@ -107,6 +108,7 @@ class Scenario:
     liveness_phase: bool = True   # [heal] liveness: heal all, then the cluster must converge (liveness.py)
     liveness_skip_reason: str = ""  # [heal] reason: why a scenario turns the phase off
     acls: list[AclSpec] = field(default_factory=list)  # [[acls]] (harness/acl_world.py)
+    buggify: BuggifySpec = field(default_factory=BuggifySpec)  # [buggify] (runtime/buggify.py)
     # The file's text as loaded (run.json keeps it, so a replay needs no file); not part of what
     # the scenario is: a dumped and reloaded scenario equals the original.
     text: str = field(default="", compare=False)
@@ -209,8 +211,8 @@ TXN_KEYS = {"transactional", "txn_size", "abort_ratio", "transaction_timeout_ms"
             "stall_ms", "zombie_pause_ms"}
 
 
-def _ratio(pr: _Reader, key: str) -> float:
-    v = float(pr.get(key, (int, float), 0.0, "a number in [0, 1]"))
+def _ratio(pr: _Reader, key: str, default: float = 0.0) -> float:
+    v = float(pr.get(key, (int, float), default, "a number in [0, 1]"))
     if not 0.0 <= v <= 1.0:
         raise pr.fail(key, "a number in [0, 1]", v)
     return v
@@ -296,7 +298,7 @@ def scenario_from_text(path: str, text: str) -> Scenario:
 def parse_scenario(path: str, raw: dict[str, Any]) -> Scenario:
     root = _Reader(path, raw, "")
     root.unknown({"scenario", "cluster", "topics", "workload", "network", "guarantees", "faults", "heal",
-                  "nemesis", "acls"})
+                  "nemesis", "acls", "buggify"})
     meta = root.sub("scenario")
     name = meta.get("name", str, None, "a string")
     if not name:
@@ -346,6 +348,7 @@ def parse_scenario(path: str, raw: dict[str, Any]) -> Scenario:
         s.acls = parse_acls(raw.get("acls", []), s.broker_config)
     except AclSpecError as exc:
         raise ScenarioError(f"{path}: {exc}") from None
+    s.buggify = _buggify_spec(root.sub("buggify"))
     check_scenario(s, lambda key, why: ScenarioError(f"{path}: key '{key}': {why}"))
     if s.producer.txn is not None and s.producer.txn.pipeline > 0 and (len(s.topics) < 2 or s.consumer.group):
         raise ScenarioError(f"{path}: key 'workload.producer.pipeline': expected two [[topics]] (input, output) "
@@ -356,3 +359,15 @@ def parse_scenario(path: str, raw: dict[str, Any]) -> Scenario:
         if kind not in ANOMALY_KINDS:
             raise g.fail("expected", f"anomaly kinds from {list(ANOMALY_KINDS)}", kind)
     return s
+
+
+def _buggify_spec(b: _Reader) -> BuggifySpec:
+    b.unknown({"enabled", "probability", "fire_probability"})
+    return BuggifySpec(b.get("enabled", bool, False, "true or false"), _ratio(b, "probability", 0.25),
+                       _ratio(b, "fire_probability", 0.0))
+
+
+def with_buggify(s: Scenario) -> Scenario:
+    """The scenario with BUGGIFY on (`--buggify`; replay and shrink of a run that had it), its
+    [buggify] probabilities kept."""
+    return replace(s, buggify=replace(s.buggify, enabled=True))

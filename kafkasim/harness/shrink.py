@@ -28,6 +28,7 @@ from kafkasim.harness.runner import run_scenario
 from kafkasim.harness.scenario import Scenario, ScenarioError
 from kafkasim.harness.scenario_checks import check_scenario
 from kafkasim.harness.swarm import swarm_table
+from kafkasim.runtime.buggify import BuggifySpec
 
 NUMERIC = (("producer", "messages", 1), ("producer", "count", 1), ("consumer", "count", 1),
            ("topic", "partitions", 1), ("cluster", "brokers", 1))
@@ -282,6 +283,9 @@ def dump_scenario(s: Scenario, comment: str = "") -> str:
         out += _nemesis_table(n)
     out += ["[heal]", f"liveness_ms = {_toml_value(s.liveness_ms)}"]
     out += [] if s.liveness_phase else ["liveness = false", f"reason = {_toml_value(s.liveness_skip_reason)}"]
+    b = s.buggify  # [buggify] only when it says something (a default table adds nothing)
+    if b != BuggifySpec():
+        out += ["", "[buggify]"] + [f"{k} = {_toml_value(v)}" for k, v in b.describe().items()]
     out += ["", "[guarantees]",
             f"expected = {_toml_value(s.expected)}", ""]
     return "\n".join(out)

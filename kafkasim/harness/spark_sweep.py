@@ -35,7 +35,7 @@ from kafkasim.harness.host import code_version, process_scratch_dir, run_in_thre
 from kafkasim.harness.repro import repro_command
 from kafkasim.harness.runner import default_out_dir, run_scenario
 from kafkasim.harness.scenario import Scenario, load_scenario, scenario_from_text
-from kafkasim.harness.sweep import Job, summarize
+from kafkasim.harness.sweep import Job, job_scenario, summarize
 
 APP_NAME = "kafkasim-sweep"
 # One-task Spark jobs the driver keeps submitted at once (Spark queues what exceeds the cores).
@@ -54,7 +54,7 @@ def run_task(task: Task) -> dict[str, Any]:
     raised. An interrupt (the executor being stopped) is not caught: it is no verdict."""
     job = task.job
     try:
-        scenario = scenario_from_text(job.scenario_path, task.scenario_text)
+        scenario = job_scenario(job, scenario_from_text(job.scenario_path, task.scenario_text))
         with scratch_dir() as tmp:
             result = run_scenario(scenario, job.seed, os.path.join(tmp, "run"), job.seeded_bugs)
             with open(os.path.join(result.out_dir, "run.json"), "rb") as f:
@@ -136,7 +136,7 @@ class _Driver:
         with open(os.path.join(out_dir, "error.txt"), "w") as f:
             f.write(payload["traceback"])
         repro = repro_command({"scenario_path": job.scenario_path, "seed": job.seed,
-                               "seeded_bugs": list(job.seeded_bugs)})
+                               "seeded_bugs": list(job.seeded_bugs), "buggify": {"enabled": job.buggify}})
         return {"scenario": scenario.name, "path": job.scenario_path, "seed": job.seed, "verdict": "error",
                 "error": payload["error"], "traceback": payload["traceback"], "repro": repro, "replay": "",
                 "trace_hash": "", "out_dir": out_dir, "wall_s": 0.0,

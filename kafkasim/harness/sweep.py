@@ -16,7 +16,7 @@ from kafkasim.harness.host import run_in_processes, wall_seconds
 from kafkasim.harness.progress import ProgressLine, sweep_text
 from kafkasim.harness.repro import replay_command, repro_command
 from kafkasim.harness.runner import default_out_dir, run_scenario
-from kafkasim.harness.scenario import load_scenario
+from kafkasim.harness.scenario import Scenario, load_scenario, with_buggify
 
 
 @dataclass(frozen=True)
@@ -25,6 +25,11 @@ class Job:
     seed: int
     reports_dir: str
     seeded_bugs: tuple[str, ...] = ()
+    buggify: bool = False  # --buggify: BUGGIFY on whatever the scenario's [buggify] says
+
+
+def job_scenario(job: Job, scenario: Scenario) -> Scenario:
+    return with_buggify(scenario) if job.buggify else scenario
 
 
 def parse_seeds(spec: str) -> list[int]:
@@ -45,7 +50,7 @@ def scenario_files(path: str) -> list[str]:
 
 
 def run_job(job: Job) -> dict[str, Any]:
-    scenario = load_scenario(job.scenario_path)
+    scenario = job_scenario(job, load_scenario(job.scenario_path))
     result = run_scenario(scenario, job.seed, default_out_dir(scenario, job.seed, job.reports_dir), job.seeded_bugs)
     return summarize(job, result.run, result.out_dir)
 
@@ -60,14 +65,15 @@ def summarize(job: Job, run: dict[str, Any], out_dir: str) -> dict[str, Any]:
 
 
 def sweep(path: str, seeds: list[int], jobs: int, reports_dir: str, junit: str | None,
-          seeded_bugs: Iterable[str] = (), spark_master: str | None = None) -> list[dict[str, Any]]:
+          seeded_bugs: Iterable[str] = (), spark_master: str | None = None, buggify: bool = False
+          ) -> list[dict[str, Any]]:
     """spark_master: run each (scenario, seed) as a Spark task there (harness/spark_sweep.py)
     instead of in `jobs` local processes."""
     files = scenario_files(path)
     for f in files:
         load_scenario(f)  # fail fast, naming file and key, before any worker starts
     bugs = tuple(sorted(seeded_bugs))
-    work = [Job(f, s, reports_dir, bugs) for f in files for s in seeds]
+    work = [Job(f, s, reports_dir, bugs, buggify) for f in files for s in seeds]
     results: list[dict[str, Any]] = []
     progress = ProgressLine(sys.stderr, wall_seconds)
 

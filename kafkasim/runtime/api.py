@@ -410,6 +410,12 @@ class NodeRuntime(abc.ABC):
         paths)."""
         return name in self.seeded_bugs
 
+    def buggify(self, name: str) -> bool:
+        """BUGGIFY (runtime/buggify.py): whether this pass through point `name` takes its rare but
+        legal path. The simulated world answers from the run's seeded BUGGIFY stream (and traces
+        each firing); the real world (this default) always answers no."""
+        return False
+
     @abc.abstractmethod
     def invariant(self, cond: bool, what: str) -> None:
         """A broker/storage invariant checked at the point of change; `what` names it. The

@@ -517,7 +517,8 @@ class Log:
         seg = self._segments[-1]
         cfg = self.config
         if seg.should_roll(now_ms=now, max_timestamp_in_messages=max_ts, max_offset_in_messages=last,
-                           messages_size=len(records), segment_ms=cfg.segment_ms, segment_bytes=cfg.segment_bytes):
+                           messages_size=len(records), segment_ms=cfg.segment_ms, segment_bytes=cfg.segment_bytes) \
+                or (seg.size > 0 and self.rt.buggify("log.roll.early")):  # as a smaller segment.bytes would
             seg = self.roll(first)
         seg.append(last, max_ts, shallow, records, now)
         self.log_end_offset = last + 1

@@ -363,6 +363,8 @@ class LogManager:
         """kafka-log-retention: deleteOldSegments of every log not compacted (compacted logs
         with delete too are the cleaner's)."""
         total = 0
+        if self.rt.buggify("log.retention.late"):
+            return 0  # the scheduler ran kafka-log-retention late: segments past retention stay a while
         for _, log in self.live_logs():
             if not log.config.compact and not log.offline:
                 total += log.delete_old_segments()
@@ -372,7 +374,9 @@ class LogManager:
         """kafka-log-flusher: flush every log whose flush.ms has passed since its last flush."""
         now = self.rt.now_ms()
         for _, log in self.live_logs():
-            if not log.offline and now - log.last_flush_ms >= log.config.flush_ms:
+            # buggify: a flush before flush.ms is due (as a smaller flush.ms would): fsync is never wrong
+            if not log.offline and (now - log.last_flush_ms >= log.config.flush_ms
+                                    or self.rt.buggify("log.flush.early")):
                 await log.flush()
 
     async def checkpoint_recovery_offsets(self, logs: list[tuple[TopicPartition, Log]] | None = None) -> None:
@@ -423,6 +427,8 @@ class LogManager:
     async def clean_filthiest_log(self) -> CleanResult | None:
         """One pass of the cleaner thread: clean the compacted log with the highest dirty ratio
         above its min.cleanable.dirty.ratio, then retention of compact+delete logs."""
+        if self.rt.buggify("log.cleaner.late"):
+            return None  # the cleaner thread is behind (or backing off): dirty segments stay uncleaned
         now = self.rt.now_ms()
         best: tuple[float, TopicPartition, Log, int, int] | None = None
         for tp, log in self.live_logs():

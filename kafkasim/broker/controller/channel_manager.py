@@ -110,6 +110,8 @@ class ControllerChannelManager:
                 await state.wakeup
                 continue
             item = state.queue[0]
+            if self.rt.buggify("controller.send.slow"):  # RequestSendThread behind: requests reach the broker late
+                await self.rt.sleep(100)
             response = await self._send_until_answered(broker_id, state, item)
             if state.queue and state.queue[0] is item:
                 state.queue.popleft()

@@ -74,6 +74,8 @@ class ControllerEventManager:
                 await self._wakeup
                 continue
             ev = self.queue.popleft()
+            if self.rt.buggify("controller.event.slow"):  # a busy event thread: ZK watches handled late, in order
+                await self.rt.sleep(50)
             try:
                 result = await ev.body()
             except Exception as exc:  # the controller survives one bad event, as Kafka's does

@@ -157,6 +157,8 @@ class KafkaController:
             self._on_controller_resignation()
 
     async def _elect(self) -> None:
+        if self.rt.buggify("controller.elect.slow"):  # a slow ZooKeeper round trip before the /controller race
+            await self.rt.sleep(300)
         self.active_controller_id = await self.zk.get_controller_id()
         if self.active_controller_id != -1:
             self.metadata_cache.controller_id = self.active_controller_id
@@ -171,6 +173,8 @@ class KafkaController:
         self.metadata_cache.controller_id = self.broker_id
         self.trace("controller_elected", broker_id=self.broker_id, epoch=epoch, epoch_zk_version=epoch_zk_version)
         try:
+            if self.rt.buggify("controller.failover.slow"):  # elected, still reading its context from ZooKeeper
+                await self.rt.sleep(500)
             await self._on_controller_failover()
         except ControllerMovedException:
             raise

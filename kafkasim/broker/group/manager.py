@@ -404,6 +404,8 @@ class GroupMetadataManager:
         self.rt.trace("group_load_started", partition=partition, epoch=epoch)
         groups = offsets = 0
         try:
+            if self.rt.buggify("group.load.slow"):  # the scheduler is behind: COORDINATOR_LOAD_IN_PROGRESS meanwhile
+                await self.rt.sleep(1000)
             groups, offsets = await self._do_load(partition, on_group_loaded)
         finally:
             if partition in self.loading_partitions:
@@ -428,7 +430,8 @@ class GroupMetadataManager:
         now = self.rt.now_ms()
         offset = p.log_start_offset
         while offset < p.log_end_offset and not self.shutting_down:
-            data = p.log.read(offset, self.config.offsets_load_buffer_size, max_offset=p.log_end_offset)
+            data = p.log.read(offset, 1 if self.rt.buggify("group.load.short_read")  # offsets.load.buffer.size=1
+                              else self.config.offsets_load_buffer_size, max_offset=p.log_end_offset)
             if not data:
                 break
             for pos, header in iter_batches(data):

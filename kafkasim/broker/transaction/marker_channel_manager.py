@@ -219,6 +219,8 @@ class TransactionMarkerChannelManager:
 
     async def _send(self, dest: int, entries: list[PendingMarker]) -> None:
         request = build_request([pm.marker for pm in entries])
+        if self.rt.buggify("txn.markers.slow"):  # the marker sender is behind: markers (and the LSO) lag
+            await self.rt.sleep(RETRY_BACKOFF_MS)
         try:
             client = await self._client(dest)
             resp: WriteTxnMarkersResponse = await client.send(request, WRITE_TXN_MARKERS_VERSION,

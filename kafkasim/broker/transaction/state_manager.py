@@ -250,6 +250,8 @@ class TransactionStateManager:
 
     async def _load(self, partition: int, epoch: int, send_txn_markers: SendTxnMarkers) -> None:
         self.rt.trace("txn_load_started", partition=partition, epoch=epoch)
+        if self.rt.buggify("txn.load.slow"):  # the scheduler is behind: COORDINATOR_LOAD_IN_PROGRESS meanwhile
+            await self.rt.sleep(1000)
         loaded = await self._read_partition(partition, epoch)
         if self.loading_partitions.get(partition) != epoch:
             return  # resigned (or re-elected at a newer epoch) meanwhile

@@ -498,6 +498,10 @@ class SimFileHandle(FileHandle):
             if fits > 0:
                 f.write(pos, chunk[:fits])
             raise OSError(errno.ENOSPC, "No space left on device (simulated)", self.path)
+        if len(chunk) > 1 and self.fs.buggify("simfs.write.split"):
+            # The kernel may write a large write(2) out in pieces: a power loss can keep the first.
+            f.write(pos, chunk[:len(chunk) // 2])
+            pos, chunk = pos + len(chunk) // 2, chunk[len(chunk) // 2:]
         f.write(pos, chunk)
 
     def append(self, data: bytes | bytearray | memoryview) -> int:
@@ -534,9 +538,10 @@ class SimFileHandle(FileHandle):
 class SimFileSystem(FileSystem):
     """A node incarnation's view of its SimDisk; refuses every call once the node is dead."""
 
-    def __init__(self, disk: SimDisk, owner: Owner) -> None:
+    def __init__(self, disk: SimDisk, owner: Owner, buggify: Callable[[str], bool] = lambda name: False) -> None:
         self.disk = disk
         self.owner = owner
+        self.buggify = buggify  # the node runtime's BUGGIFY (runtime/buggify.py)
 
     def _check(self) -> None:
         if not self.owner.alive:
@@ -545,6 +550,8 @@ class SimFileSystem(FileSystem):
     async def _fsync_delay(self) -> None:
         lo, hi = self.disk.fsync_ms
         await self.disk.kernel.sleep(lo + (hi - lo) * self.disk.rng.random())
+        if self.buggify("simfs.fsync.slow"):  # a device's cache flush stalls now and then (tens of ms)
+            await self.disk.kernel.sleep(20 + 10 * hi)
 
     def open(self, path: str, create: bool = True) -> FileHandle:
         self._check()

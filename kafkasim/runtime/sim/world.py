@@ -30,6 +30,7 @@ from kafkasim.runtime.api import (
     Timer,
     TlsSettings,
 )
+from kafkasim.runtime.buggify import Buggify, BuggifySpec
 from kafkasim.runtime.rng import SeededRng
 from kafkasim.runtime.seeded_bugs import check as seeded_bugs_check
 from kafkasim.runtime.sim.filesystem import SimDisk, SimFileSystem
@@ -85,7 +86,7 @@ class SimNodeRuntime(NodeRuntime):
         self._kernel = world.kernel
         self.node = self.host = node.name
         self.net = SimNet(world, owner, node.name)
-        self.fs: FileSystem = SimFileSystem(node.disk, owner)
+        self.fs: FileSystem = SimFileSystem(node.disk, owner, self.buggify)
         self.coordination: Coordination = SimCoordination(world.zookeeper, owner, node.name)
         self.seeded_bugs = world.seeded_bugs
 
@@ -101,6 +102,8 @@ class SimNodeRuntime(NodeRuntime):
 
     async def sleep(self, ms: float) -> None:
         self._check()
+        if self._w.buggify is not None and self.buggify("timer.sleep.late"):
+            ms += 1.0 + ms / 10  # a thread wakes late (scheduling latency): two tasks' wake-ups may swap
         await self._kernel.sleep(ms)
         self._check()
 
@@ -133,6 +136,13 @@ class SimNodeRuntime(NodeRuntime):
     def invariant(self, cond: bool, what: str) -> None:
         if not cond:
             self._w.invariant_failed(self.node, what)
+
+    def buggify(self, name: str) -> bool:
+        b = self._w.buggify
+        if b is None or not b.ask(name):
+            return False  # off: nothing drawn, nothing traced
+        self._w.emit(self.node, "buggify", {"point": name})
+        return True
 
 
 @dataclass(frozen=True)
@@ -206,8 +216,11 @@ class SimNode:
 
 class SimWorld:
     def __init__(self, seed: int, trace_out: IO[str] | None = None,
-                 latency_ms: tuple[float, float] = (0.1, 0.8), seeded_bugs: Iterable[str] = ()) -> None:
+                 latency_ms: tuple[float, float] = (0.1, 0.8), seeded_bugs: Iterable[str] = (),
+                 buggify: BuggifySpec | None = None) -> None:
         self.seed = seed
+        # BUGGIFY's own streams ("buggify/<point>"), never drawn from when it is off.
+        self.buggify = Buggify(seed, buggify) if buggify is not None and buggify.enabled else None
         self.seeded_bugs = seeded_bugs_check(seeded_bugs)  # unknown names refused here
         self.violations: list[Violation] = []  # failed invariants, in the order they failed
         self.kernel = SimKernel()
