@@ -131,8 +131,9 @@ class ReplicaManager:
         # Announces a log dir failure to the controller (/log_dir_event_notification).
         self.log_dir_failure_notifier = log_dir_failure_notifier
         self.partitions: dict[TopicPartition, Partition] = {}
-        # Called with (topic, partition, leader epoch) whenever this broker becomes (or stays) the
-        # leader — Kafka's onLeadershipChange, how the group coordinator learns it owns a
+        # Called with (topic, partition, leader epoch) when this broker becomes the leader (it was
+        # not: a re-sent LeaderAndIsr or a new epoch while leading is no election) — Kafka's
+        # onLeadershipChange, how the group coordinator learns it owns a
         # partition; and with (topic, partition, leader epoch or None) when it stops leading.
         # Observers, not dependencies: the group coordinator writes through this ReplicaManager,
         # so it is built after it and subscribes (KafkaServer.startup).
@@ -215,8 +216,13 @@ class ReplicaManager:
         await p.log.maybe_assign_epoch_start_offset(state.leader_epoch, p.log.log_end_offset)
         self.rt.trace("become_leader", topic=p.topic, partition=p.index, leader_epoch=state.leader_epoch,
                       isr=list(state.isr), log_end_offset=p.log.log_end_offset, high_watermark=p.high_watermark)
-        for listener in self.leadership_listeners:
-            listener(p.topic, p.index, state.leader_epoch)
+        # Only a partition that became leader here is an election for the coordinators (Kafka's
+        # makeLeaders -> partitionsBecomeLeader -> onElection): a LeaderAndIsr re-sent to the
+        # current leader must not reload their state under the same coordinator epoch, which would
+        # swap the metadata under an append in flight.
+        if new:
+            for listener in self.leadership_listeners:
+                listener(p.topic, p.index, state.leader_epoch)
         return new
 
     # ---------------------------------------------------------------- LeaderAndIsr
