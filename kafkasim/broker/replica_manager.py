@@ -52,8 +52,10 @@ from kafkasim.storage.log import AppendInfo, KafkaStorageError, LogConfig
 from kafkasim.storage.log_manager import LogManager
 from kafkasim.storage.producer_state import AppendOrigin
 from kafkasim.storage.txn_index import AbortedTxn
+from kafkasim.storage.verification import VerificationGuard
 
 if TYPE_CHECKING:
+    from kafkasim.broker.add_partitions_to_txn_manager import AddPartitionsToTxnManager
     from kafkasim.broker.metadata_cache import MetadataCache
 
 TopicPartition = tuple[str, int]
@@ -130,6 +132,8 @@ class ReplicaManager:
         self.topic_configs = topic_configs
         # Announces a log dir failure to the controller (/log_dir_event_notification).
         self.log_dir_failure_notifier = log_dir_failure_notifier
+        # KIP-890 part 1: set by the server when transaction.partition.verification.enable.
+        self.add_partitions_to_txn_manager: AddPartitionsToTxnManager | None = None
         self.partitions: dict[TopicPartition, Partition] = {}
         # Called with (topic, partition, leader epoch) when this broker becomes the leader (it was
         # not: a re-sent LeaderAndIsr or a new epoch while leading is no election) — Kafka's
@@ -350,7 +354,8 @@ class ReplicaManager:
 
     # ---------------------------------------------------------------- produce
     async def append_records(self, topic: str, partition: int, records: Any, required_acks: int = 1,
-                             origin: AppendOrigin = AppendOrigin.CLIENT) -> PartitionAppendResult:
+                             origin: AppendOrigin = AppendOrigin.CLIENT,
+                             verification_guard: VerificationGuard | None = None) -> PartitionAppendResult:
         """Append to a partition this broker leads. `origin`: AppendOrigin.CLIENT for Produce
         (control batches refused with INVALID_RECORD; sequences checked), COORDINATOR for
         WriteTxnMarkers and the group coordinator (control batches accepted, producer and
@@ -363,7 +368,7 @@ class ReplicaManager:
         try:
             records = self._up_convert(records, p.log.config)
             validated = validate_produce_records(records, p.log.config, origin)  # the topic's max.message.bytes
-            info = await p.append_records_to_leader(validated, required_acks, origin)
+            info = await p.append_records_to_leader(validated, required_acks, origin, verification_guard)
         except AppendError as exc:
             return PartitionAppendResult(exc.error_code, log_start_offset=p.log_start_offset, error_message=str(exc))
         except KafkaStorageError as exc:
