@@ -77,7 +77,12 @@ the producer's verification state entry (created when the leader asked the coord
 otherwise INVALID_TXN_STATE "Record was not part of an ongoing transaction". Any transactional
 batch appended clears the entry.
 
-Not modelled: producer id expiration (`producer.id.expiration.ms`), the transaction timeout
+Expiry (`removeExpiredProducers`, every producer.id.expiration.check.interval.ms from the
+LogManager): a producer with no transaction ongoing whose last batch's timestamp is
+producer.id.expiration.ms old is forgotten (its next batch is accepted at any sequence), and so
+is a verification entry that old.
+
+Not modelled: expired producers skipped when a snapshot is loaded, the late-transaction metric
 (`hasLateTransaction`).
 """
 
@@ -525,6 +530,16 @@ class ProducerStateManager:
             entry = self.verification_states[producer_id] = VerificationStateEntry(now_ms, sequence, epoch)
         entry.maybe_update_lowest_sequence_and_epoch(sequence, epoch)
         return entry
+
+    def remove_expired_producers(self, now_ms: float, expiration_ms: int) -> list[int]:
+        """ProducerStateManager.removeExpiredProducers: the producer ids removed."""
+        expired = sorted(pid for pid, e in self.producers.items()
+                         if e.current_txn_first_offset < 0 and now_ms - e.last_timestamp >= expiration_ms)
+        for pid in expired:
+            del self.producers[pid]
+        for pid in [pid for pid, v in self.verification_states.items() if now_ms - v.timestamp_ms >= expiration_ms]:
+            del self.verification_states[pid]
+        return expired
 
     def clear_verification_state_entry(self, producer_id: int) -> None:
         self.verification_states.pop(producer_id, None)
