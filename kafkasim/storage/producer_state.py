@@ -82,8 +82,11 @@ LogManager): a producer with no transaction ongoing whose last batch's timestamp
 producer.id.expiration.ms old is forgotten (its next batch is accepted at any sequence), and so
 is a verification entry that old.
 
-Not modelled: expired producers skipped when a snapshot is loaded, the late-transaction metric
-(`hasLateTransaction`).
+A late transaction (`hasLateTransaction`, behind Kafka's PartitionsWithLateTransactionsCount
+metric): the producer of the oldest ongoing transaction last wrote more than
+transaction.max.timeout.ms + 5 minutes ago — the coordinator should have aborted it by then.
+
+Not modelled: expired producers skipped when a snapshot is loaded.
 """
 
 from __future__ import annotations
@@ -112,6 +115,7 @@ NUM_BATCHES_TO_RETAIN = 5
 INT32_MAX = 0x7FFFFFFF
 LONG_MAX = 2**63 - 1
 SNAPSHOT_SUFFIX = ".snapshot"
+LATE_TRANSACTION_BUFFER_MS = 5 * 60 * 1000
 PRODUCER_SNAPSHOT_VERSION = 1
 _SNAPSHOT_HEADER = struct.Struct(">hIi")        # version, crc, entry count
 _SNAPSHOT_ENTRY = struct.Struct(">qhiqiqiq")    # 46 bytes, fields as in the layout above
@@ -540,6 +544,15 @@ class ProducerStateManager:
         for pid in [pid for pid, v in self.verification_states.items() if now_ms - v.timestamp_ms >= expiration_ms]:
             del self.verification_states[pid]
         return expired
+
+    def has_late_transaction(self, now_ms: float, max_transaction_timeout_ms: int) -> bool:
+        """ProducerStateManager.hasLateTransaction (its oldestTxnLastTimestamp, computed here on
+        demand): by the last timestamp of the oldest ongoing transaction's producer."""
+        if not self.ongoing_txns:
+            return False
+        entry = self.producers.get(self.ongoing_txns[min(self.ongoing_txns)].producer_id)
+        last = entry.last_timestamp if entry is not None else -1
+        return last > 0 and now_ms - last > max_transaction_timeout_ms + LATE_TRANSACTION_BUFFER_MS
 
     def clear_verification_state_entry(self, producer_id: int) -> None:
         self.verification_states.pop(producer_id, None)

@@ -54,3 +54,21 @@ def test_an_idle_producer_is_forgotten_but_not_one_in_a_transaction() -> None:
         return out
 
     assert run_sim(body) == [E.NONE, E.NONE, E.OUT_OF_ORDER_SEQUENCE_NUMBER, [TRANSACTIONAL], [], E.NONE]
+
+
+def test_a_transaction_open_past_the_max_timeout_and_the_buffer_is_late() -> None:
+    async def body(rt: NodeRuntime, world: Any) -> list[bool]:
+        lm = LogManager(rt, "logs", LogConfig(), CONFIG)
+        await lm.startup()
+        log = await lm.get_or_create_log("t", 0)
+        psm = log.producer_state_manager
+        out = [psm.has_late_transaction(rt.now_ms(), 900_000)]          # nothing open
+        start = rt.now_ms()
+        assert append(log, TRANSACTIONAL, 0, start, True) == E.NONE
+        out.append(psm.has_late_transaction(start + 900_000 + 300_000, 900_000))       # at the bound: not yet
+        out.append(psm.has_late_transaction(start + 900_000 + 300_001, 900_000))       # past it
+        out.append(psm.has_late_transaction(start + 1_300_000, 2_000_000))             # a larger max timeout
+        await lm.shutdown()
+        return out
+
+    assert run_sim(body) == [False, False, True, False]
