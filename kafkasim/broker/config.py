@@ -168,6 +168,8 @@ class BrokerConfig(TransactionConfig, GroupCoordinatorConfig, ControllerConfig, 
     log_cleaner_enable: bool = setting("log.cleaner.enable")
     log_cleaner_backoff_ms: int = setting("log.cleaner.backoff.ms")
     log_cleaner_dedupe_buffer_size: int = setting("log.cleaner.dedupe.buffer.size")
+    producer_id_expiration_ms: int = setting("producer.id.expiration.ms")
+    producer_id_expiration_check_interval_ms: int = setting("producer.id.expiration.check.interval.ms")
     # Replication beyond ReplicationConfig
     replica_high_watermark_checkpoint_interval_ms: int = setting("replica.high.watermark.checkpoint.interval.ms")
     inter_broker_protocol_version: str = setting("inter.broker.protocol.version")

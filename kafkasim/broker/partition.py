@@ -40,6 +40,7 @@ from kafkasim.storage.file_records import FileRecords
 from kafkasim.storage.log import AppendInfo, Log, LogConfig
 from kafkasim.storage.producer_state import AppendOrigin, ProducerStateError
 from kafkasim.storage.txn_index import AbortedTxn
+from kafkasim.storage.verification import VerificationGuard
 
 UNKNOWN_OFFSET = -1
 # A produced batch that decompresses past this is refused (CORRUPT_MESSAGE): a 1 MiB gzip of
@@ -306,7 +307,8 @@ class Partition:
 
     # ---------------------------------------------------------------- appends
     async def append_records_to_leader(self, validated: ValidatedRecords, required_acks: int = 1,
-                                       origin: AppendOrigin = AppendOrigin.CLIENT) -> AppendInfo:
+                                       origin: AppendOrigin = AppendOrigin.CLIENT,
+                                       verification_guard: VerificationGuard | None = None) -> AppendInfo:
         if not self.is_leader:
             raise AppendError(E.NOT_LEADER_OR_FOLLOWER, f"not the leader of {self.topic}-{self.index}")
         if required_acks == -1 and len(self.isr) < self.min_insync_replicas:
@@ -316,7 +318,7 @@ class Partition:
                               f"{self.topic}-{self.index}")
         try:  # idempotence: a duplicate of one of a producer's last 5 batches answers its original offsets
             duplicate = self.log.producer_state_manager.analyze_append(validated.headers, self.log.log_end_offset,
-                                                                       origin, validated.buf)
+                                                                       origin, validated.buf, verification_guard)
         except ProducerStateError as exc:
             raise AppendError(exc.error_code, str(exc)) from exc
         if duplicate is not None:

@@ -8,6 +8,11 @@ Per version (ProduceRequest.validateRecords, then the log's LogValidator):
   v3-v6   zstd is refused (UNSUPPORTED_COMPRESSION_TYPE): clients that can read zstd ask v7+.
   v10+    NOT_LEADER_OR_FOLLOWER carries the current leader, and the response its endpoint
           (KIP-951), so the producer can move without a metadata round trip.
+  v3+     a transactional producer's first batch of a transaction to a partition is appended
+          only once the transaction coordinator confirms the partition is in the transaction
+          (KIP-890 part 1, add_partitions_to_txn_manager.py): else INVALID_TXN_STATE "Partition
+          was not added to the transaction" (TRANSACTION_ABORTABLE from v11), and a coordinator
+          that cannot answer now NOT_ENOUGH_REPLICAS, which every producer retries.
 Internal topics (__consumer_offsets, __transaction_state) take no client's writes
 (INVALID_TOPIC_EXCEPTION), only the admin client's. acks=0 gets no response at all — and when
 a partition failed, the connection is closed.
@@ -17,6 +22,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from kafkasim.broker.add_partitions_to_txn_manager import maybe_start_transaction_verification
 from kafkasim.broker.api_registry import CloseConnection
 from kafkasim.broker.metadata_cache import INTERNAL_TOPICS
 from kafkasim.broker.request_context import context_of
@@ -25,6 +31,7 @@ from kafkasim.protocol.messages.produce import ProduceRequest, ProduceResponse
 from kafkasim.records.batch import MAGIC_VALUE_V2, iter_batches, peek_magic
 from kafkasim.records.compression import CompressionType
 from kafkasim.records.errors import CorruptRecordError
+from kafkasim.storage.verification import SENTINEL, VerificationGuard
 
 if TYPE_CHECKING:
     from kafkasim.broker.metadata_cache import MetadataCache
@@ -33,6 +40,10 @@ if TYPE_CHECKING:
     from kafkasim.runtime.api import NodeRuntime
 
 ADMIN_CLIENT_ID = "__admin_client"   # AdminUtils.ADMIN_CLIENT_ID
+# Verification errors older clients may not retry correctly: NOT_ENOUGH_REPLICAS, which they do
+# (and which does not trigger a metadata refresh) — ReplicaManager.handleProduceAppend.
+VERIFY_RETRIABLE = frozenset({E.CONCURRENT_TRANSACTIONS, E.NETWORK_EXCEPTION, E.COORDINATOR_LOAD_IN_PROGRESS,
+                              E.COORDINATOR_NOT_AVAILABLE, E.NOT_COORDINATOR})
 R = ProduceResponse.TopicProduceResponse
 PR = R.PartitionProduceResponse
 # ReplicaManager.appendToLocalLog answers these with LogAppendInfo.UNKNOWN_LOG_APPEND_INFO (log
@@ -80,10 +91,12 @@ class ProduceApi:
         deadline = rt.monotonic_ms() + max(0, req.timeout_ms)
         responses = []
         delayed: list[tuple[Any, str, int, int]] = []
+        refused, guards = await self._verify(version, req)
         for td in req.topic_data:
             parts = []
             for pd in td.partition_data:
-                part, required = await self._append(version, acks, td.name, pd, header.client_id)
+                verified = refused.get((td.name, pd.index)), guards.get((td.name, pd.index))
+                part, required = await self._append(version, acks, td.name, pd, header.client_id, verified)
                 parts.append(part)
                 if required is not None:
                     delayed.append((part, td.name, pd.index, required))
@@ -103,8 +116,29 @@ class ProduceApi:
         endpoints = self._leader_hints(req, responses, context_of(header).listener_name) if version >= 10 else []
         return ProduceResponse(responses=responses, throttle_time_ms=0, node_endpoints=endpoints)
 
-    async def _append(self, version: int, acks: int, topic: str, pd: Any,
-                      client_id: str | None) -> tuple[Any, int | None]:
+    async def _verify(self, version: int, req: ProduceRequest
+                      ) -> tuple[dict[tuple[str, int], int], dict[tuple[str, int], VerificationGuard]]:
+        """KIP-890 part 1 for the partitions whose batch is transactional: (errors, guards)."""
+        manager = self.replica_manager.add_partitions_to_txn_manager
+        if manager is None or version < 3 or not req.transactional_id:
+            return {}, {}
+        first: dict[tuple[str, int], int] = {}
+        pid_epoch: tuple[int, int] | None = None
+        for td in req.topic_data:
+            for pd in td.partition_data:
+                h = _first_transactional_header(pd.records)
+                if h is not None:
+                    first[(td.name, pd.index)] = h.base_sequence
+                    pid_epoch = (h.producer_id, h.producer_epoch)
+        if pid_epoch is None:
+            return {}, {tp: SENTINEL for tp in first}
+        errors, guards = await maybe_start_transaction_verification(
+            self.replica_manager, manager, req.transactional_id, *pid_epoch, first, generic_error=version > 10)
+        return errors, {**{tp: SENTINEL for tp in first}, **guards}
+
+    async def _append(self, version: int, acks: int, topic: str, pd: Any, client_id: str | None,
+                      verified: tuple[int | None, VerificationGuard | None] = (None, None)
+                      ) -> tuple[Any, int | None]:
         """One partition's answer, and for acks=all the offset replication must reach."""
         if acks not in (0, 1, -1):
             return PR(index=pd.index, error_code=E.INVALID_REQUIRED_ACKS, base_offset=-1, log_append_time_ms=-1,
@@ -121,7 +155,10 @@ class ProduceApi:
             # ReplicaManager.appendToLocalLog: only the admin client may write an internal topic.
             return PR(index=pd.index, error_code=E.INVALID_TOPIC_EXCEPTION, base_offset=-1, log_append_time_ms=-1,
                       log_start_offset=-1), None
-        res = await self.replica_manager.append_records(topic, pd.index, pd.records, acks)
+        refused, guard = verified
+        if refused is not None:
+            return _verification_refused(self.rt, topic, pd.index, refused), None
+        res = await self.replica_manager.append_records(topic, pd.index, pd.records, acks, verification_guard=guard)
         self.rt.trace("produce", topic=topic, partition=pd.index, error=res.error_code,
                       base_offset=res.base_offset, records=res.info.record_count if res.info else 0)
         if res.error_code != E.NONE:
@@ -165,3 +202,30 @@ class ProduceApi:
         # Each leader's endpoint on the request's listener (Kafka: getAliveBrokerNode(id, listenerName)).
         return [NE(node_id=b, host=ep[0], port=ep[1], rack=brokers[b].rack)
                 for b in sorted(leaders) if b in brokers and (ep := brokers[b].endpoint(listener)) is not None]
+
+
+def _first_transactional_header(records: Any) -> Any:
+    """The partition's batch header if it is a transactional data batch (v3+: exactly one)."""
+    if records is None or len(records) < 61 or peek_magic(records, 0) != MAGIC_VALUE_V2:
+        return None
+    try:
+        for _, h in iter_batches(records):
+            return h if h.is_transactional and h.has_producer_id and not h.is_control else None
+    except CorruptRecordError:
+        return None
+    return None
+
+
+def _verification_refused(rt: NodeRuntime, topic: str, index: int, error: int) -> Any:
+    """ReplicaManager.handleProduceAppend's postVerificationCallback: the error, with Kafka's
+    message where it substitutes its own exception."""
+    message: str | None = None
+    if error == E.INVALID_TXN_STATE:
+        message = "Partition was not added to the transaction"
+    elif error in VERIFY_RETRIABLE:
+        message = f"Unable to verify the partition has been added to the transaction. Underlying error: " \
+                  f"{E.error_name(error)}"
+        error = E.NOT_ENOUGH_REPLICAS
+    rt.trace("produce_refused", topic=topic, partition=index, error=error, reason=message or "verification")
+    return PR(index=index, error_code=error, base_offset=-1, log_append_time_ms=-1, log_start_offset=-1,
+              record_errors=[], error_message=message)

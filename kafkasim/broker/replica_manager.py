@@ -52,8 +52,10 @@ from kafkasim.storage.log import AppendInfo, KafkaStorageError, LogConfig
 from kafkasim.storage.log_manager import LogManager
 from kafkasim.storage.producer_state import AppendOrigin
 from kafkasim.storage.txn_index import AbortedTxn
+from kafkasim.storage.verification import VerificationGuard
 
 if TYPE_CHECKING:
+    from kafkasim.broker.add_partitions_to_txn_manager import AddPartitionsToTxnManager
     from kafkasim.broker.metadata_cache import MetadataCache
 
 TopicPartition = tuple[str, int]
@@ -130,9 +132,12 @@ class ReplicaManager:
         self.topic_configs = topic_configs
         # Announces a log dir failure to the controller (/log_dir_event_notification).
         self.log_dir_failure_notifier = log_dir_failure_notifier
+        # KIP-890 part 1: set by the server when transaction.partition.verification.enable.
+        self.add_partitions_to_txn_manager: AddPartitionsToTxnManager | None = None
         self.partitions: dict[TopicPartition, Partition] = {}
-        # Called with (topic, partition, leader epoch) whenever this broker becomes (or stays) the
-        # leader — Kafka's onLeadershipChange, how the group coordinator learns it owns a
+        # Called with (topic, partition, leader epoch) when this broker becomes the leader (it was
+        # not: a re-sent LeaderAndIsr or a new epoch while leading is no election) — Kafka's
+        # onLeadershipChange, how the group coordinator learns it owns a
         # partition; and with (topic, partition, leader epoch or None) when it stops leading.
         # Observers, not dependencies: the group coordinator writes through this ReplicaManager,
         # so it is built after it and subscribes (KafkaServer.startup).
@@ -215,8 +220,13 @@ class ReplicaManager:
         await p.log.maybe_assign_epoch_start_offset(state.leader_epoch, p.log.log_end_offset)
         self.rt.trace("become_leader", topic=p.topic, partition=p.index, leader_epoch=state.leader_epoch,
                       isr=list(state.isr), log_end_offset=p.log.log_end_offset, high_watermark=p.high_watermark)
-        for listener in self.leadership_listeners:
-            listener(p.topic, p.index, state.leader_epoch)
+        # Only a partition that became leader here is an election for the coordinators (Kafka's
+        # makeLeaders -> partitionsBecomeLeader -> onElection): a LeaderAndIsr re-sent to the
+        # current leader must not reload their state under the same coordinator epoch, which would
+        # swap the metadata under an append in flight.
+        if new:
+            for listener in self.leadership_listeners:
+                listener(p.topic, p.index, state.leader_epoch)
         return new
 
     # ---------------------------------------------------------------- LeaderAndIsr
@@ -344,7 +354,8 @@ class ReplicaManager:
 
     # ---------------------------------------------------------------- produce
     async def append_records(self, topic: str, partition: int, records: Any, required_acks: int = 1,
-                             origin: AppendOrigin = AppendOrigin.CLIENT) -> PartitionAppendResult:
+                             origin: AppendOrigin = AppendOrigin.CLIENT,
+                             verification_guard: VerificationGuard | None = None) -> PartitionAppendResult:
         """Append to a partition this broker leads. `origin`: AppendOrigin.CLIENT for Produce
         (control batches refused with INVALID_RECORD; sequences checked), COORDINATOR for
         WriteTxnMarkers and the group coordinator (control batches accepted, producer and
@@ -357,7 +368,7 @@ class ReplicaManager:
         try:
             records = self._up_convert(records, p.log.config)
             validated = validate_produce_records(records, p.log.config, origin)  # the topic's max.message.bytes
-            info = await p.append_records_to_leader(validated, required_acks, origin)
+            info = await p.append_records_to_leader(validated, required_acks, origin, verification_guard)
         except AppendError as exc:
             return PartitionAppendResult(exc.error_code, log_start_offset=p.log_start_offset, error_message=str(exc))
         except KafkaStorageError as exc:

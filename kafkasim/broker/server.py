@@ -19,6 +19,7 @@ from __future__ import annotations
 import datetime
 import functools
 
+from kafkasim.broker.add_partitions_to_txn_manager import AddPartitionsToTxnManager
 from kafkasim.broker.admin_apis import AdminManager
 from kafkasim.broker.config import BrokerConfig, ReplicationConfig, TransactionConfig
 from kafkasim.broker.controller.kafka_controller import KafkaController
@@ -155,6 +156,9 @@ class KafkaServer:
             rt, cfg.view(TransactionConfig), cfg.broker_id, rm, cache,
             producer_id_generator(ZkProducerIdManager(rt, cfg.broker_id, zk)))
         rm.leadership_listeners.append(txn.on_leadership_change)
+        if cfg.transaction_partition_verification_enable:  # KIP-890 part 1: leaders ask the coordinator
+            rm.add_partitions_to_txn_manager = AddPartitionsToTxnManager(rt, cfg.broker_id, cache, txn.partition_for,
+                                                                         cfg.request_timeout_ms)
         rm.resignation_listeners.append(txn.on_resignation_change)
         txn.startup()
         self.authorizer = None if not cfg.authorizer_class_name else AclAuthorizer(
@@ -232,6 +236,8 @@ class KafkaServer:
         if self.controller is not None:
             await self.controller.shutdown()
         if self.replica_manager is not None:
+            if self.replica_manager.add_partitions_to_txn_manager is not None:
+                self.replica_manager.add_partitions_to_txn_manager.shutdown()
             await self.replica_manager.shutdown()
         if self.zk is not None:
             await self.zk.close()

@@ -112,6 +112,9 @@ _DESCRIBED_BROKER_CONFIGS: tuple[ConfigKey, ...] = (
     _broker("transaction.remove.expired.transaction.cleanup.interval.ms", INT, "3600000", False, at_least(1),
             described=False),
     _broker("transaction.partition.verification.enable", BOOLEAN, "true", True, described=False),
+    # The producer state's expiry (TransactionLogConfigs; the check interval is an internal config).
+    _broker("producer.id.expiration.ms", INT, "86400000", True, at_least(1), described=False),
+    _broker("producer.id.expiration.check.interval.ms", INT, "600000", False, at_least(1), described=False),
     _broker("offset.metadata.max.bytes", INT, "4096", False),
     _broker("message.max.bytes", INT, "1048588", True),
     _broker("min.insync.replicas", INT, "1", True),

@@ -83,6 +83,8 @@ class LogManagerConfig:
     cleaner_enable: bool = setting("log.cleaner.enable")
     cleaner_backoff_ms: int = setting("log.cleaner.backoff.ms")
     cleaner_dedupe_buffer_size: int = setting("log.cleaner.dedupe.buffer.size")
+    producer_id_expiration_ms: int = setting("producer.id.expiration.ms")
+    producer_id_expiration_check_interval_ms: int = setting("producer.id.expiration.check.interval.ms")
 
     @classmethod
     def from_properties(cls, props: dict[str, Any]) -> LogManagerConfig:
@@ -224,6 +226,9 @@ class LogManager:
                    self.checkpoint_high_watermarks)
         if c.cleaner_enable:
             s.schedule("kafka-log-cleaner", delay, c.cleaner_backoff_ms, self.clean_filthiest_log)
+        # UnifiedLog's PeriodicProducerExpirationCheck (one per log there, first run after one interval).
+        s.schedule("PeriodicProducerExpirationCheck", c.producer_id_expiration_check_interval_ms,
+                   c.producer_id_expiration_check_interval_ms, self.remove_expired_producers)
 
     def _flush_check_ms(self) -> float:
         if self.config.flush_scheduler_interval_ms < LONG_MAX:
@@ -368,6 +373,17 @@ class LogManager:
         for _, log in self.live_logs():
             if not log.config.compact and not log.offline:
                 total += log.delete_old_segments()
+        return total
+
+    async def remove_expired_producers(self) -> int:
+        """Forget producers idle for producer.id.expiration.ms (ProducerStateManager)."""
+        now, total, expiration_ms = self.rt.now_ms(), 0, self.config.producer_id_expiration_ms
+        for tp, log in self.live_logs():
+            if not log.offline:
+                removed = log.producer_state_manager.remove_expired_producers(now, expiration_ms)
+                if removed:
+                    self.rt.trace("producers_expired", topic=tp[0], partition=tp[1], producer_ids=removed)
+                total += len(removed)
         return total
 
     async def flush_dirty_logs(self) -> None:

@@ -71,8 +71,22 @@ else the marker offset + 1 (ProducerStateManager.lastStableOffset). Origins chec
 (epoch, sequence, duplicates), COORDINATOR (epoch, coordinator epoch), REPLICATION (nothing: the
 leader checked; a follower and recovery take the log as it is).
 
-Not modelled: producer id expiration (`producer.id.expiration.ms`), the transaction timeout
-(`hasLateTransaction`), KIP-890 verification guards (the transaction coordinator's side).
+KIP-890 part 1 (verification.py): a transactional data batch from a client or the group
+coordinator, for a producer with no transaction ongoing here, is appended only with the guard of
+the producer's verification state entry (created when the leader asked the coordinator);
+otherwise INVALID_TXN_STATE "Record was not part of an ongoing transaction". Any transactional
+batch appended clears the entry.
+
+Expiry (`removeExpiredProducers`, every producer.id.expiration.check.interval.ms from the
+LogManager): a producer with no transaction ongoing whose last batch's timestamp is
+producer.id.expiration.ms old is forgotten (its next batch is accepted at any sequence), and so
+is a verification entry that old.
+
+A late transaction (`hasLateTransaction`, behind Kafka's PartitionsWithLateTransactionsCount
+metric): the producer of the oldest ongoing transaction last wrote more than
+transaction.max.timeout.ms + 5 minutes ago — the coordinator should have aborted it by then.
+
+Not modelled: expired producers skipped when a snapshot is loaded.
 """
 
 from __future__ import annotations
@@ -92,6 +106,7 @@ from kafkasim.records.errors import CorruptRecordError
 from kafkasim.storage.append_info import AppendInfo
 from kafkasim.storage.segment import DELETED_SUFFIX
 from kafkasim.storage.txn_index import AbortedTxn
+from kafkasim.storage.verification import VerificationGuard, VerificationStateEntry
 
 if TYPE_CHECKING:
     from kafkasim.storage.log import Log
@@ -100,6 +115,7 @@ NUM_BATCHES_TO_RETAIN = 5
 INT32_MAX = 0x7FFFFFFF
 LONG_MAX = 2**63 - 1
 SNAPSHOT_SUFFIX = ".snapshot"
+LATE_TRANSACTION_BUFFER_MS = 5 * 60 * 1000
 PRODUCER_SNAPSHOT_VERSION = 1
 _SNAPSHOT_HEADER = struct.Struct(">hIi")        # version, crc, entry count
 _SNAPSHOT_ENTRY = struct.Struct(">qhiqiqiq")    # 46 bytes, fields as in the layout above
@@ -222,10 +238,13 @@ class ProducerAppendInfo:
     (Kafka's ProducerAppendInfo). `updated` collects the new state; `started` the transactions
     this append begins."""
 
-    def __init__(self, partition: str, current: ProducerStateEntry, origin: AppendOrigin) -> None:
+    def __init__(self, partition: str, current: ProducerStateEntry, origin: AppendOrigin,
+                 verification: VerificationStateEntry | None = None) -> None:
         self.partition = partition
         self.current = current
         self.origin = origin
+        self.verification = verification
+        self.saw_transactional = False  # a marker or a transaction's batch: its verification is used up
         self.updated = ProducerStateEntry(current.producer_id, current.producer_epoch, current.coordinator_epoch,
                                           current.last_timestamp, current.current_txn_first_offset)
         self.started: list[TxnMetadata] = []
@@ -281,6 +300,11 @@ class ProducerAppendInfo:
 
     def _check_sequence(self, epoch: int, first_seq: int, offset: int) -> None:
         pid = self.current.producer_id
+        if self.verification is not None and first_seq > self.verification.lowest_sequence:
+            raise ProducerStateError(
+                E.OUT_OF_ORDER_SEQUENCE_NUMBER,
+                f"Out of order sequence number for producer {pid} at offset {offset} in partition {self.partition}: "
+                f"{first_seq} (incoming seq. number), {self.verification.lowest_sequence} (earliest seen sequence)")
         if epoch != self.updated.producer_epoch:
             if first_seq != 0 and self.updated.producer_epoch != NO_PRODUCER_EPOCH:
                 raise ProducerStateError(
@@ -356,6 +380,7 @@ class ProducerStateManager:
         self._pending: dict[int, ProducerAppendInfo] = {}
         self._pending_completed: list[CompletedTxn] = []
         self._segment_base = 0
+        self.verification_states: dict[int, VerificationStateEntry] = {}
 
     # ------------------------------------------------------------ load
     @classmethod
@@ -455,6 +480,7 @@ class ProducerStateManager:
                       first_offset: int) -> CompletedTxn | None:
         """ProducerAppendInfo.append: a control batch ends the transaction (an empty one — the
         cleaner emptied it — or another control type changes nothing), a data batch is added."""
+        info.saw_transactional = info.saw_transactional or h.is_transactional
         if not h.is_control:
             info.append_data_batch(h, first_offset)
             return None
@@ -500,12 +526,58 @@ class ProducerStateManager:
                       t.last_offset < offset]:
             del self.unreplicated_txns[first]
 
+    # ------------------------------------------------------------ KIP-890 verification
+    def maybe_create_verification_state_entry(self, producer_id: int, sequence: int, epoch: int,
+                                              now_ms: float) -> VerificationStateEntry:
+        entry = self.verification_states.get(producer_id)
+        if entry is None:
+            entry = self.verification_states[producer_id] = VerificationStateEntry(now_ms, sequence, epoch)
+        entry.maybe_update_lowest_sequence_and_epoch(sequence, epoch)
+        return entry
+
+    def remove_expired_producers(self, now_ms: float, expiration_ms: int) -> list[int]:
+        """ProducerStateManager.removeExpiredProducers: the producer ids removed."""
+        expired = sorted(pid for pid, e in self.producers.items()
+                         if e.current_txn_first_offset < 0 and now_ms - e.last_timestamp >= expiration_ms)
+        for pid in expired:
+            del self.producers[pid]
+        for pid in [pid for pid, v in self.verification_states.items() if now_ms - v.timestamp_ms >= expiration_ms]:
+            del self.verification_states[pid]
+        return expired
+
+    def has_late_transaction(self, now_ms: float, max_transaction_timeout_ms: int) -> bool:
+        """ProducerStateManager.hasLateTransaction (its oldestTxnLastTimestamp, computed here on
+        demand): by the last timestamp of the oldest ongoing transaction's producer."""
+        if not self.ongoing_txns:
+            return False
+        entry = self.producers.get(self.ongoing_txns[min(self.ongoing_txns)].producer_id)
+        last = entry.last_timestamp if entry is not None else -1
+        return last > 0 and now_ms - last > max_transaction_timeout_ms + LATE_TRANSACTION_BUFFER_MS
+
+    def clear_verification_state_entry(self, producer_id: int) -> None:
+        self.verification_states.pop(producer_id, None)
+
+    def has_ongoing_transaction(self, producer_id: int) -> bool:
+        entry = self.producers.get(producer_id)
+        return entry is not None and entry.current_txn_first_offset >= 0
+
+    def _check_verified(self, h: BatchHeader, guard: VerificationGuard | None) -> None:
+        """UnifiedLog.analyzeAndValidateProducerState: a transactional data batch opening a
+        transaction here needs the guard of its verification (guard None: not checked)."""
+        if guard is None or not h.is_transactional or h.is_control or self.has_ongoing_transaction(h.producer_id):
+            return
+        entry = self.verification_states.get(h.producer_id)
+        if entry is None or not entry.verification_guard.verify(guard):
+            raise ProducerStateError(E.INVALID_TXN_STATE, "Record was not part of an ongoing transaction")
+
     # ------------------------------------------------------------ append hooks
     def analyze_append(self, headers: list[tuple[int, BatchHeader]], first_offset: int,
-                       origin: AppendOrigin = AppendOrigin.CLIENT, buf: Buffer | None = None) -> AppendInfo | None:
+                       origin: AppendOrigin = AppendOrigin.CLIENT, buf: Buffer | None = None,
+                       verification_guard: VerificationGuard | None = None) -> AppendInfo | None:
         """Check the batches a leader is about to append at `first_offset` (`buf` holds them:
         markers are read from it). Returns the original append's info when a client's batches
-        are a duplicate; raises ProducerStateError to refuse."""
+        are a duplicate; raises ProducerStateError to refuse. `verification_guard`: the guard
+        a KIP-890 verification got (SENTINEL: none), None when appends are not verified."""
         self._pending, self._pending_completed = {}, []
         offset = first_offset
         for pos, h in headers:
@@ -520,10 +592,12 @@ class ProducerStateManager:
                         self._pending = {}
                         return AppendInfo(dup.first_offset, dup.last_offset, h.records_count, dup.timestamp,
                                           log_append_time=dup.timestamp)
+                if origin in (AppendOrigin.CLIENT, AppendOrigin.COORDINATOR):
+                    self._check_verified(h, verification_guard)
                 info = self._pending.get(h.producer_id)
                 if info is None:
                     info = self._pending[h.producer_id] = ProducerAppendInfo(
-                        self.partition, self._entry(h.producer_id), origin)
+                        self.partition, self._entry(h.producer_id), origin, self.verification_states.get(h.producer_id))
                 completed = self._append_batch(info, buf, pos, h, offset)
                 if completed is not None:
                     self._pending_completed.append(completed)
@@ -590,6 +664,9 @@ class ProducerStateManager:
             current.last_timestamp = updated.last_timestamp
         for txn in info.started:
             self.ongoing_txns[txn.first_offset] = txn
+        if info.saw_transactional:
+            # UnifiedLog.updateProducers: the transaction is complete or has its first offset.
+            self.clear_verification_state_entry(updated.producer_id)
 
     # ------------------------------------------------------------ snapshots
     def take_snapshot(self) -> None:

@@ -10,15 +10,19 @@ what they look for, and the scenarios to provoke it.
                                                                        regression
   two-owners                scenarios/rebalance-storm.toml             two-owners             1
   txn-end-ignores-epoch     scenarios/txn-zombie-fenced.toml           lost-committed-write   1, 3
-                                                                       missing-marker         2
+                                                                       missing-marker         9
+                            the same without KIP-890 verification      missing-marker         2
 
 (coordinator-failover-commits catches commit-before-replicated on seeds 1, 4, 5 of 1-5: the
 acknowledged-but-unreplicated commit must also be the last one before a rebalance reads it back.
-txn-zombie-fenced catches txn-end-ignores-epoch on seeds 1, 3 of 1-5 with lost-committed-write:
+txn-zombie-fenced catches txn-end-ignores-epoch on seeds 1, 2, 3 of 1-5 with lost-committed-write:
 the zombie's late EndTxn(commit) is answered NONE by ending its successor's transaction while its
-own records were aborted by the fence; on seeds 2, 5 with missing-marker (and liveness) — the
-successor's later records hang in a transaction the coordinator thinks is over — and on seed 4
-the late EndTxn lands between two transactions and is refused.)
+own records were aborted by the fence; on seeds 4, 5 the late EndTxn lands between two
+transactions and is refused. With transaction.partition.verification.enable=false, seeds 2 and 5
+show missing-marker (and liveness) instead: the successor's later records hang in a transaction
+the coordinator thinks is over — what KIP-890's verification refuses (INVALID_TXN_STATE). With
+it, missing-marker still shows on seeds 9, 15, 16 of 1-16: a PrepareCommit whose markers the
+partitions refuse, so it never completes.)
 """
 
 from __future__ import annotations
@@ -50,6 +54,12 @@ def _replicated() -> Scenario:
     })
 
 
+def _zombie_without_verification() -> Scenario:
+    sc = load_scenario(str(SCENARIOS / "txn-zombie-fenced.toml"))
+    sc.broker_config["transaction.partition.verification.enable"] = False
+    return sc
+
+
 CASES = [
     ("hw-before-isr", _replicated, "hw-above-isr-replica", [1, 2]),
     ("skip-recovery-crc", lambda: load_scenario(str(SCENARIOS / "power-loss-reorder.toml")), "unwritten-bytes", [1, 2, 3]),
@@ -61,7 +71,8 @@ CASES = [
     ("txn-end-ignores-epoch", lambda: load_scenario(str(SCENARIOS / "txn-zombie-fenced.toml")),
      "lost-committed-write", [1, 3]),
     ("txn-end-ignores-epoch", lambda: load_scenario(str(SCENARIOS / "txn-zombie-fenced.toml")),
-     "missing-marker", [2]),
+     "missing-marker", [9]),
+    ("txn-end-ignores-epoch", _zombie_without_verification, "missing-marker", [2]),
 ]
 
 

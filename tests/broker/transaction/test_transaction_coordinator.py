@@ -10,6 +10,8 @@ from typing import Any
 
 import pytest
 
+from kafkasim.broker.partition import PartitionState
+from kafkasim.broker.replica_manager import LeaderAndIsrPartition
 from kafkasim.broker.transaction.transaction_log import (
     TRANSACTION_STATE_TOPIC_NAME,
     TxnKey,
@@ -283,3 +285,49 @@ def test_a_timed_out_transaction_is_aborted_with_a_bumped_epoch() -> None:
     assert d.producer_epoch == r.producer_epoch + 1
     assert markers(cluster, TOPIC, 0) == [(r.producer_id, r.producer_epoch + 1, 0)]
     assert late == E.PRODUCER_FENCED
+
+
+def test_a_leader_and_isr_resent_at_the_same_epoch_does_not_reload_under_an_append() -> None:
+    """txn-pipeline seed 2 (with a leader failover): the controller re-sent LeaderAndIsr at the
+    current leader epoch to the broker leading the id's `__transaction_state` partition while an
+    AddPartitionsToTxn append was in flight; the broker reloaded the partition at the same
+    coordinator epoch, so the append's completion found fresh metadata (no pending state) and
+    raised. Kafka calls onElection only for partitions that became leader."""
+    cluster = SimCluster(seed=9, **CONFIG)
+    txn_id = "resend"
+
+    async def main(rt: NodeRuntime) -> Any:
+        conn = await setup(rt, txn_id)
+        r = await init(conn, txn_id)
+        server = cluster.server
+        rm, txn = server.replica_manager, server.txn_coordinator
+        assert rm is not None and txn is not None
+        part = partition_for(txn_id, TXN_PARTITIONS)
+        p = rm.get_partition(TRANSACTION_STATE_TOPIC_NAME, part)
+        assert p is not None
+        before = txn.txn_manager.get_transaction_state(txn_id)[1]
+        assert before is not None
+        original = txn.txn_manager._append
+        state = PartitionState(p.local_broker_id, p.leader_epoch, list(p.isr), list(p.assignment),
+                               partition_epoch=p.partition_epoch)
+
+        async def append_then_resend(partition: int, records: Any, timeout_ms: int) -> int:
+            code = await original(partition, records, timeout_ms)
+            # The same LeaderAndIsr again, as a controller re-sends it, before the append completes.
+            await rm.become_leader_or_follower(
+                rm.controller_epoch, [LeaderAndIsrPartition((TRANSACTION_STATE_TOPIC_NAME, part), bytes(16), state)],
+                {})
+            await rt.sleep(50)  # a (re)load, if one was started, has finished
+            return code
+
+        txn.txn_manager._append = append_then_resend  # type: ignore[method-assign]
+        added = await add_partitions(conn, txn_id, r.producer_id, r.producer_epoch, [0])
+        txn.txn_manager._append = original  # type: ignore[method-assign]
+        after = txn.txn_manager.get_transaction_state(txn_id)[1]
+        assert after is not None
+        return added, after.transaction_metadata is before.transaction_metadata, await describe(conn, txn_id)
+
+    added, same_metadata, d = cluster.run(main, until_ms=30000)
+    assert added == {E.NONE}
+    assert same_metadata
+    assert d.transaction_state == "Ongoing" and [t.topic for t in d.topics] == [TOPIC]
