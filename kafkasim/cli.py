@@ -501,13 +501,13 @@ def _add_real_commands(sub: Any) -> None:
     s = _sub(sub, "serve", "run a broker on real sockets and disk")
     s.add_argument("--port", type=int, default=9092, help="listener port (0: any free port)")
     s.add_argument("--host", default="127.0.0.1", help="listener address")
-    s.add_argument("--log-dir", help="where the partition logs go (required without --sim)")
+    s.add_argument("--log-dir", help="where the partition logs go (default: none; required without --sim)")
     s.add_argument("--zookeeper", help="HOST:PORT of a real ZooKeeper (default: an embedded store)")
     s.add_argument("--broker-id", type=int, default=0, help="broker.id")
     s.add_argument("--trace", help="write the broker's trace (JSON lines) to this file (default: none)")
     s.add_argument("--control-port", type=int,
                    help="serve the fault control plane (HTTP/JSON) on 127.0.0.1:PORT (0: any free port, printed; "
-                        "-1: none). Default: none for a real broker, a free port with --sim")
+                        "-1: none); default: none for a real broker, a free port with --sim")
     s.add_argument("--config", action="append", default=[], type=_key_value, metavar="KEY=VALUE",
                    help="a broker config by its server.properties name (repeatable), e.g. "
                         "group.initial.rebalance.delay.ms=0")
@@ -526,7 +526,8 @@ def _add_real_commands(sub: Any) -> None:
                          "resume (SIGCONT) | partition (cut from the other brokers) | heal --broker N: faults "
                          "through the cluster's control plane; control: serve that plane (up starts it)")
     cl.add_argument("--broker", help="kill/restart/pause/resume/partition/heal: a broker id, or a role "
-                                     "(controller, leader:TOPIC-PARTITION, coordinator:group:G)")
+                                     "(controller, leader:TOPIC-PARTITION, coordinator:group:G); default: none, "
+                                     "required by those actions")
     cl.add_argument("--duration-ms", type=float, help="undo the fault after so long (default: until healed)")
     cl.add_argument("--dir", required=True, help="where the cluster's logs, pids and env go (required)")
     cl.add_argument("--brokers", type=int, default=3, help="number of brokers")
@@ -537,8 +538,8 @@ def _add_real_commands(sub: Any) -> None:
     ft.add_argument("action", choices=["add", "list", "history", "heal", "kinds", "nodes"],
                     help="add JSON | list (active) | history | heal [ID] (all without ID) | kinds | nodes")
     ft.add_argument("arg", nargs="?", help="add: the fault spec (JSON); heal: a fault id")
-    ft.add_argument("--control", help="HOST:PORT of the control plane (serve --control-port, serve --sim)")
-    ft.add_argument("--dir", help="instead of --control: a `kafkasim cluster up` directory")
+    ft.add_argument("--control", help="HOST:PORT of the control plane (serve --control-port, serve --sim); default: none, then --dir is required")
+    ft.add_argument("--dir", help="instead of --control: a `kafkasim cluster up` directory (default: none)")
     ft.set_defaults(fn=_cmd_fault)
     ld = _sub(sub, "load", "run the workload producer + consumer against a real broker")
     ld.add_argument("--bootstrap", required=True, help="HOST:PORT of a broker (required)")

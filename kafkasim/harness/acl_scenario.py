@@ -36,6 +36,23 @@ class AclSpec:
     from_ms: float = 0.0
     until_ms: float | None = None
 
+    def describe(self) -> dict[str, Any]:
+        """The `[[acls]]` table this spec parses from (shrink's dump writes it back)."""
+        b = self.binding
+        out: dict[str, Any] = {
+            "principal": b.entry.principal, "host": b.entry.host,
+            "resource_type": _name_of(RESOURCE_TYPES, b.pattern.resource_type), "name": b.pattern.name,
+            "pattern": _name_of(PATTERNS, b.pattern.pattern_type),
+            "operation": _name_of(OPERATIONS, b.entry.operation),
+            "permission": _name_of(PERMISSIONS, b.entry.permission_type), "from_ms": self.from_ms}
+        if self.until_ms is not None:
+            out["until_ms"] = self.until_ms
+        return out
+
+
+def _name_of(table: dict[str, Any], value: Any) -> str:
+    return next(k for k, v in table.items() if v == value)
+
 
 class AclSpecError(ValueError):
     pass

@@ -281,6 +281,8 @@ def dump_scenario(s: Scenario, comment: str = "") -> str:
         out += _fault_table(f)
     for n in s.nemesis:  # shrink expands these into faults first; a plain dump keeps them
         out += _nemesis_table(n)
+    for acl in s.acls:
+        out += ["[[acls]]"] + [f"{k} = {_toml_value(v)}" for k, v in acl.describe().items()] + [""]
     out += ["[heal]", f"liveness_ms = {_toml_value(s.liveness_ms)}"]
     out += [] if s.liveness_phase else ["liveness = false", f"reason = {_toml_value(s.liveness_skip_reason)}"]
     b = s.buggify  # [buggify] only when it says something (a default table adds nothing)
