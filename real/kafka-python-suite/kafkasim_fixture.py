@@ -26,7 +26,6 @@ import sys
 import time
 
 import py
-
 from kafka import KafkaAdminClient
 from kafka.admin import UserScramCredentialUpsertion
 from test.integration import fixtures
