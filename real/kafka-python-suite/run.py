@@ -8,9 +8,13 @@
 2. Drops in service.py (our shim for the test/service.py the sdist omits) and an empty
    test/__init__.py (also omitted; without it `test` resolves to CPython's own test package).
 3. Starts `kafkasim serve` on a free port with a temporary log dir.
-4. Runs `pytest test/integration` with KAFKA_URI/KAFKA_VERSION pointing at it, deselecting only
-   the tests in EXCLUDED (they cannot apply to an external kafkasim broker; README.md says why).
-5. Prints a summary (passed / failed / skipped / deselected, each failure's first line) and
+4. Runs `pytest test/integration` with KAFKA_URI/KAFKA_VERSION pointing at it, deselecting the
+   tests in EXCLUDED (they cannot apply to kafkasim; README.md says why) and test_sasl_integration.
+5. Runs `pytest test/integration/test_sasl_integration.py` without KAFKA_URI (those tests skip
+   themselves on an external broker) and with kafkasim_fixture.py as a plugin: kafka-python's own
+   KafkaFixture then starts a `kafkasim serve` with a SASL_PLAINTEXT listener per mechanism.
+   Its JUnit results are merged into the first run's.
+6. Prints a summary (passed / failed / skipped / deselected, each failure's first line) and
    exits with pytest's status. The broker's unhandled task errors, if any, are printed too.
 """
 
@@ -51,15 +55,22 @@ BROKER_CONFIGS = {
     "group.min.session.timeout.ms": 1000,
     "offsets.topic.num.partitions": 2,
     "offsets.topic.replication.factor": 1,
+    # The fixture's _acl_config for 2.4 <= version < 4.0: test_create_describe_delete_acls needs an
+    # authorizer (without one Kafka answers the ACL APIs with SECURITY_DISABLED); with no ACLs on a
+    # resource everyone may use it, so the other tests run as before.
+    "authorizer.class.name": "kafka.security.authorizer.AclAuthorizer",
+    "allow.everyone.if.no.acl.found": "true",
 }
 
 # Tests that cannot apply to kafkasim as an external broker: name (a -k term) -> reason.
 # README.md lists the same; keep them in step.
 EXCLUDED = {
-    "test_sasl_integration": "spawns its own SASL broker (needs a Kafka distribution; ignores KAFKA_URI)",
-    "test_ssl_integration": "spawns its own SSL broker (needs a Kafka distribution; ignores KAFKA_URI)",
-    "test_create_describe_delete_acls": "ACLs (Create/Describe/DeleteAcls) are not implemented in kafkasim",
+    "test_ssl_integration": "its fixture makes JKS keystores with keytool (gen_ssl_resources); kafkasim "
+                            "reads PEM keystores only (ssl.keystore.type=PEM)",
 }
+
+# Run in a second pytest session, with kafkasim_fixture.py standing in for the Kafka distribution.
+SASL_MODULE = "test_sasl_integration"
 
 
 def fetch() -> Path:
@@ -79,6 +90,7 @@ def fetch() -> Path:
             tar.extractall(WORK, filter="data")
         stamp.touch()
     shutil.copyfile(HERE / "service.py", SDIST_DIR / "test" / "service.py")
+    shutil.copyfile(HERE / "kafkasim_fixture.py", SDIST_DIR / "test" / "kafkasim_fixture.py")
     (SDIST_DIR / "test" / "__init__.py").touch()
     return SDIST_DIR
 
@@ -141,6 +153,27 @@ def summarize(junit: Path) -> tuple[dict[str, list[str]], dict[str, str]]:
     return out, details
 
 
+def merge_junit(into: Path, other: Path) -> None:
+    """Append other's <testsuite> elements to into's <testsuites> root."""
+    tree = ET.parse(into)
+    root = tree.getroot()
+    for suite in ET.parse(other).getroot().iter("testsuite"):
+        root.append(suite)
+    tree.write(into, encoding="utf-8", xml_declaration=True)
+
+
+def run_sasl_suite(sdist: Path, tmp: Path, junit: Path, timeout: int, extra: list[str]) -> int:
+    """test_sasl_integration.py: kafka-python's KafkaFixture starts kafkasim serve itself."""
+    env = {k: v for k, v in os.environ.items() if k not in ("KAFKA_URI", "ZOOKEEPER_URI")}
+    env.update({"KAFKA_VERSION": KAFKA_VERSION, "KAFKA_ROOT": str(tmp), "KAFKASIM_REPO": str(REPO)})
+    cmd = [sys.executable, "-m", "pytest", f"test/integration/{SASL_MODULE}.py", "-p", "test.kafkasim_fixture",
+           "-p", "no:cacheprovider", "-o", "addopts=", "-o", "log_level=INFO", f"--timeout={timeout}",
+           "--timeout-method=thread", f"--junitxml={junit}", "-q", "-rfE", *extra]
+    print(f"{SASL_MODULE}: KafkaFixture(transport='SASL_PLAINTEXT') -> kafkasim serve", flush=True)
+    rc = subprocess.run(cmd, cwd=sdist, env=env).returncode
+    return 0 if rc == 5 else rc  # 5: extra -k arguments selected none of these tests
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--fetch-only", action="store_true", help="download + unpack the sdist, then exit")
@@ -166,7 +199,7 @@ def main() -> int:
             # external broker; nothing is ever run from it.
             "KAFKA_ROOT": str(tmp),
         })
-        deselect = " and ".join(f"not {name}" for name in EXCLUDED)
+        deselect = " and ".join(f"not {name}" for name in [*EXCLUDED, SASL_MODULE])
         cmd = [sys.executable, "-m", "pytest", "test/integration", "-p", "no:cacheprovider",
                "-o", "addopts=", "-o", "log_level=INFO", f"--timeout={args.timeout}",
                "--timeout-method=thread", "-k", deselect, f"--junitxml={junit}", "-q", "-rfE",
@@ -177,6 +210,11 @@ def main() -> int:
             rc = subprocess.run(cmd, cwd=sdist, env=env).returncode
         finally:
             stop_broker(proc)
+        sasl_junit = tmp / "junit-sasl.xml"
+        sasl_rc = run_sasl_suite(sdist, tmp, sasl_junit, args.timeout, args.pytest_args)
+        rc = rc or sasl_rc
+        if junit.exists() and sasl_junit.exists():
+            merge_junit(junit, sasl_junit)
         elapsed = time.monotonic() - start
 
         task_errors = [line for line in trace.read_text().splitlines() if '"task_error"' in line] \
