@@ -514,7 +514,7 @@ def _add_real_commands(sub: Any) -> None:
     s.add_argument("--sim", action="store_true",
                    help="the simulated cluster paced to the wall clock, each broker on a real 127.0.0.1 port")
     s.add_argument("--brokers", type=int, help="--sim: number of brokers (default 1, or the scenario's)")
-    s.add_argument("--scenario", help="--sim: a scenario TOML: its cluster, topics and [[faults]] timeline")
+    s.add_argument("--scenario", help="--sim: a scenario TOML: its cluster, topics and [[faults]] timeline (default: none, an empty cluster)")
     s.add_argument("--seed", type=int, default=1, help="--sim: the world's seed (default 1)")
     s.add_argument("--port-base", type=int, default=0, help="--sim: broker i on port P+i (default: free ports)")
     s.add_argument("--out", help="--sim: where run.json and trace.jsonl go (default reports/live/<name>-seed-<S>)")
