@@ -20,14 +20,9 @@ pytestmark = pytest.mark.real
 SUITE = Path(__file__).resolve().parents[2] / "real" / "kafka-python-suite"
 
 # "module::test" -> the missing kafkasim feature (kafka-python's error in brackets).
-EXPECTED_FAILURES: dict[str, str] = {
-    "test_admin_integration::test_alter_replica_log_dirs":
-        "AlterReplicaLogDirs looks the destination up among log.dirs as configured (kafkasim serve's are "
-        "relative to its data dir) while DescribeLogDirs answers the absolute path, so moving a replica to the "
-        "dir DescribeLogDirs named answers LOG_DIR_NOT_FOUND [LogDirNotFoundError]",
-}
+EXPECTED_FAILURES: dict[str, str] = {}
 
-# 65 tests run today (59 pass, 1 allow-listed failure, 5 skipped by the suite's own version gates),
+# 65 tests run today (60 pass, 5 skipped by the suite's own version gates),
 # 9 of them test_sasl_integration's (3 tests x PLAIN, SCRAM-SHA-256, SCRAM-SHA-512).
 MIN_TESTS = 60
 SASL_TESTS = 9

@@ -106,6 +106,15 @@ class LogDirApis:
         except OSError:
             return log_dir, -1, -1
 
+    def _configured_dir(self, path: str) -> str:
+        """The configured log dir a client names: DescribeLogDirs answers absolute paths (Kafka's
+        log dirs are absolute), so a client moves a replica to one of those; the configured
+        (possibly relative) name is accepted too."""
+        for log_dir in self.rm.log_manager.log_dirs:
+            if path == log_dir or path == self._store_of(log_dir)[0]:
+                return log_dir
+        return path
+
     # ---------------------------------------------------------------- AlterReplicaLogDirs
     async def alter_replica_log_dirs(self, header: RequestHeader, req: AlterReplicaLogDirsRequest) -> Message:
         wanted: dict[TopicPartition, str] = {}
@@ -128,6 +137,7 @@ class LogDirApis:
         lm = self.rm.log_manager
         if len(log_future_dir_name(tp[0], tp[1], "0" * UUID_HEX)) > MAX_DIR_NAME:
             return E.INVALID_TOPIC_EXCEPTION
+        dest = self._configured_dir(dest)
         if dest not in lm.log_dirs:
             return E.LOG_DIR_NOT_FOUND
         if lm.offline:
