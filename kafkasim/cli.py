@@ -514,7 +514,8 @@ def _add_real_commands(sub: Any) -> None:
     s.add_argument("--sim", action="store_true",
                    help="the simulated cluster paced to the wall clock, each broker on a real 127.0.0.1 port")
     s.add_argument("--brokers", type=int, help="--sim: number of brokers (default 1, or the scenario's)")
-    s.add_argument("--scenario", help="--sim: a scenario TOML: its cluster, topics and [[faults]] timeline (default: none, an empty cluster)")
+    s.add_argument("--scenario", help="--sim: a scenario TOML: its cluster, topics and [[faults]] timeline "
+                        "(default: none, an empty cluster)")
     s.add_argument("--seed", type=int, default=1, help="--sim: the world's seed (default 1)")
     s.add_argument("--port-base", type=int, default=0, help="--sim: broker i on port P+i (default: free ports)")
     s.add_argument("--out", help="--sim: where run.json and trace.jsonl go (default reports/live/<name>-seed-<S>)")
@@ -538,7 +539,8 @@ def _add_real_commands(sub: Any) -> None:
     ft.add_argument("action", choices=["add", "list", "history", "heal", "kinds", "nodes"],
                     help="add JSON | list (active) | history | heal [ID] (all without ID) | kinds | nodes")
     ft.add_argument("arg", nargs="?", help="add: the fault spec (JSON); heal: a fault id")
-    ft.add_argument("--control", help="HOST:PORT of the control plane (serve --control-port, serve --sim); default: none, then --dir is required")
+    ft.add_argument("--control", help="HOST:PORT of the control plane (serve --control-port, serve --sim); "
+                                       "default: none, then --dir is required")
     ft.add_argument("--dir", help="instead of --control: a `kafkasim cluster up` directory (default: none)")
     ft.set_defaults(fn=_cmd_fault)
     ld = _sub(sub, "load", "run the workload producer + consumer against a real broker")
