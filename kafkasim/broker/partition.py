@@ -38,6 +38,7 @@ from kafkasim.records.batch import MAGIC_VALUE_V2, BatchHeader, decode_batch_rec
 from kafkasim.records.errors import CorruptReason, CorruptRecordError
 from kafkasim.storage.file_records import FileRecords
 from kafkasim.storage.log import AppendInfo, Log, LogConfig
+from kafkasim.storage.log_validator import stamp_log_append_time, uses_log_append_time
 from kafkasim.storage.producer_state import AppendOrigin, ProducerStateError
 from kafkasim.storage.txn_index import AbortedTxn
 from kafkasim.storage.verification import VerificationGuard
@@ -316,6 +317,11 @@ class Partition:
                               f"The size of the current ISR {sorted(self.isr)} is insufficient to satisfy the "
                               f"min.isr requirement of {self.min_insync_replicas} for partition "
                               f"{self.topic}-{self.index}")
+        append_time = -1
+        if uses_log_append_time(self.log.config.message_timestamp_type):
+            # Before the producer state looks at the batch: Kafka validates (and stamps) first.
+            append_time = int(self.rt.now_ms())
+            validated.headers = stamp_log_append_time(validated.buf, validated.headers, append_time)
         try:  # idempotence: a duplicate of one of a producer's last 5 batches answers its original offsets
             duplicate = self.log.producer_state_manager.analyze_append(validated.headers, self.log.log_end_offset,
                                                                        origin, validated.buf, verification_guard)
@@ -323,7 +329,7 @@ class Partition:
             raise AppendError(exc.error_code, str(exc)) from exc
         if duplicate is not None:
             return duplicate
-        info = self.log.append_as_leader(validated.buf, validated.headers, self.leader_epoch)
+        info = self.log.append_as_leader(validated.buf, validated.headers, self.leader_epoch, append_time)
         self.log.producer_state_manager.on_append(info)
         if self.log.needs_flush():
             # flush.messages reached: as in Kafka the flush happens inside the append, before the

@@ -453,10 +453,11 @@ class Log:
 
     # ================================================================ append
     def append_as_leader(self, batches: bytearray, headers: list[tuple[int, BatchHeader]],
-                         leader_epoch: int) -> AppendInfo:
+                         leader_epoch: int, log_append_time: int = -1) -> AppendInfo:
         """Stamp offsets and the leader epoch into validated batches and append them.
-        `headers` are (position, header) pairs from validation, in order. (The hot path: the
-        error handling of _io is spelled out inline.)"""
+        `headers` are (position, header) pairs from validation, in order. `log_append_time`:
+        the time a LogAppendTime topic's batches were stamped with (log_validator.py), -1 for
+        CreateTime. (The hot path: the error handling of _io is spelled out inline.)"""
         if self.offline:
             raise KafkaStorageError(f"The log for {self.topic}-{self.partition} is offline")
         try:
@@ -470,10 +471,12 @@ class Log:
                     max_ts, shallow = h.max_timestamp, last
                 next_offset = last + 1
                 count += h.records_count
+            if log_append_time >= 0:  # LogValidator: maxTimestamp = now at the last offset
+                max_ts, shallow = log_append_time, next_offset - 1
             if leader_epoch > self.leader_epoch_cache.latest_epoch:
                 self._maybe_assign_epoch(leader_epoch, first)
             self._append(batches, first, next_offset - 1, max_ts, shallow)
-            return AppendInfo(first, next_offset - 1, count, max_ts, shallow)
+            return AppendInfo(first, next_offset - 1, count, max_ts, shallow, log_append_time)
         except OSError as exc:
             self.go_offline(exc)
             raise KafkaStorageError(f"Error while appending to the log for {self.topic}-{self.partition} in dir "

@@ -25,7 +25,7 @@ from kafkasim.broker.partition import (
     validate_produce_records,
 )
 from kafkasim.protocol import errors as E
-from kafkasim.records.batch import BatchHeader, Record, build_batch
+from kafkasim.records.batch import CREATE_TIME, LOG_APPEND_TIME, BatchHeader, Record, build_batch, iter_batches
 from kafkasim.runtime.api import NodeRuntime
 from kafkasim.runtime.sim.world import SimWorld
 from kafkasim.storage.log import AppendInfo, Log, LogConfig
@@ -82,7 +82,7 @@ class Harness:
         p.update_follower_fetch_state(replica, offset, 0, p.log_end_offset)
 
 
-def run(body: Callable[[Harness], Awaitable[None]]) -> None:
+def run(body: Callable[[Harness], Awaitable[None]], config: LogConfig | None = None) -> None:
     """Run the async body on a fresh simulated node whose disk holds the log t-0."""
     world = SimWorld(1)
     node = world.add_node("b")
@@ -90,7 +90,7 @@ def run(body: Callable[[Harness], Awaitable[None]]) -> None:
 
     async def main(rt: NodeRuntime) -> None:
         try:
-            await body(Harness(await Log.load(rt, "t-0", LogConfig())))
+            await body(Harness(await Log.load(rt, "t-0", config or LogConfig())))
         except BaseException as exc:  # re-raised below, outside the simulation
             raised.append(exc)
 
@@ -651,3 +651,68 @@ def test_a_follower_fences_an_older_current_leader_epoch_first() -> None:
 def _batch() -> tuple[bytearray, list[tuple[int, BatchHeader]]]:
     buf = bytearray(build_batch([Record(0, b"k", b"v")]))
     return buf, validate_produce_records(buf, LogConfig()).headers
+
+
+# ==================================================================== LogAppendTime
+LOG_APPEND_TIME_TOPIC = LogConfig(message_timestamp_type="LogAppendTime")
+
+
+async def _produce_at(h: Harness, p: Partition, create_time: int, **batch: int) -> AppendInfo:
+    buf = build_batch([Record(create_time, b"k", b"v"), Record(create_time + 1, b"k", b"w")], **batch)
+    return await p.append_records_to_leader(validate_produce_records(buf, p.log.config))
+
+
+def test_a_log_append_time_topic_stamps_the_batch_with_the_append_time() -> None:
+    """LogValidator: setMaxTimestamp(LOG_APPEND_TIME, now); UnifiedLog.append answers now as
+    logAppendTime and indexes it at the batch's last offset."""
+    async def body(h: Harness) -> None:
+        p = h.partition()
+        await h.lead(p, 1, [LEADER], [LEADER], 1)
+        now = p.rt.now_ms()
+        info = await _produce_at(h, p, 5)
+        assert (info.log_append_time, info.max_timestamp, info.shallow_offset_of_max_timestamp) == (now, now, 1)
+        [(pos, stored)] = list(iter_batches(p.log.read(0, 1 << 20), validate=True))  # CRC recomputed
+        assert (stored.timestamp_type, stored.max_timestamp, stored.base_timestamp) == (LOG_APPEND_TIME, now, 5)
+        assert p.log.offset_for_timestamp(now) == (0, now)   # the time index holds the append time
+        assert p.log.offset_for_timestamp(now + 1) is None
+        assert p.log.max_timestamp_and_offset() == (now, 0)
+    run(body, LOG_APPEND_TIME_TOPIC)
+
+
+def test_a_create_time_topic_answers_no_append_time_and_keeps_the_batch() -> None:
+    async def body(h: Harness) -> None:
+        p = h.partition()
+        await h.lead(p, 1, [LEADER], [LEADER], 1)
+        info = await _produce_at(h, p, 5)
+        assert (info.log_append_time, info.max_timestamp) == (-1, 6)
+        [(_, stored)] = list(iter_batches(p.log.read(0, 1 << 20)))
+        assert (stored.timestamp_type, stored.max_timestamp) == (CREATE_TIME, 6)
+    run(body)
+
+
+def test_a_duplicate_on_a_log_append_time_topic_answers_the_original_append_time() -> None:
+    """UnifiedLog.append: a duplicate's logAppendTime is the original batch's (stamped) timestamp."""
+    async def body(h: Harness) -> None:
+        p = h.partition()
+        await h.lead(p, 1, [LEADER], [LEADER], 1)
+        first = await _produce_at(h, p, 5, producer_id=7, producer_epoch=0, base_sequence=0)
+        await p.rt.sleep(50)
+        again = await _produce_at(h, p, 5, producer_id=7, producer_epoch=0, base_sequence=0)
+        assert p.rt.now_ms() > first.log_append_time >= 0
+        assert (again.first_offset, again.log_append_time) == (0, first.log_append_time)
+        assert p.log_end_offset == 2
+    run(body, LOG_APPEND_TIME_TOPIC)
+
+
+def test_a_follower_keeps_the_leaders_stamped_batch() -> None:
+    """Replication appends the leader's bytes as they are: the follower's time index holds the
+    leader's append time, not the follower's clock."""
+    async def body(h: Harness) -> None:
+        stamped = bytearray(build_batch([Record(5, b"k", b"v")], timestamp_type=LOG_APPEND_TIME,
+                                        log_append_time_ms=42, partition_leader_epoch=1))
+        p = h.partition()
+        p.make_follower(PartitionState(1, 1, [1, LEADER], [1, LEADER], partition_epoch=1))
+        await p.append_records_to_follower(bytes(stamped), list(iter_batches(stamped)), 1, 0)
+        assert p.log.read(0, 1 << 20) == bytes(stamped)
+        assert p.log.offset_for_timestamp(42) == (0, 42)
+    run(body, LOG_APPEND_TIME_TOPIC)
