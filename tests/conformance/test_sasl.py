@@ -49,7 +49,8 @@ class Side:
 
 def _up(start: Callable[..., Any], module: Any, directory: Path, configs: dict[str, str]) -> Side:
     """A cluster whose broker 0 listens on two ports we chose: the launchers pick the PLAINTEXT
-    port with their free_port(), so it answers ours once."""
+    port with their free_port() first, so it answers ours once (and any port asked for later, such as
+    the kafkasim broker's control plane, is a free one of its own)."""
     plain, sasl = _free_port(), _free_port()
     listeners = {"listeners": f"PLAINTEXT://127.0.0.1:{plain},SASL_PLAINTEXT://127.0.0.1:{sasl}",
                  "sasl.enabled.mechanisms": "PLAIN,SCRAM-SHA-256,SCRAM-SHA-512",
@@ -59,7 +60,8 @@ def _up(start: Callable[..., Any], module: Any, directory: Path, configs: dict[s
                  "listener.name.sasl_plaintext.scram-sha-512.sasl.jaas.config": SCRAM_JAAS,
                  "connections.max.reauth.ms": "3600000"}
     original = module.free_port
-    module.free_port = lambda: plain
+    ours = iter([plain])   # the first port asked for is the listener's; later ones (a control plane's) are free
+    module.free_port = lambda: next(ours, None) or original()
     try:
         cluster = start(directory, 1, {**configs, **listeners})
     finally:
