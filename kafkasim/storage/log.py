@@ -608,9 +608,7 @@ class Log:
             try:
                 for seg in segments:
                     await seg.flush()
-                # New segments' directory entries must be durable too.
-                if any(s.base_offset >= current for s in segments):
-                    await self.fs.fsync_dir(self.dir)
+                await self._sync_dir_for_flush(current, any(s.base_offset >= current for s in segments))
             finally:
                 self._flush_caps.remove(cap)
             offset = cap[0]
@@ -618,6 +616,25 @@ class Log:
                 self.recovery_point = offset
                 self.rt.invariant(self.log_start_offset <= offset <= self.log_end_offset, "recovery-point-within-log")
                 self.last_flush_ms = self.rt.now_ms()
+
+    async def _sync_dir_for_flush(self, current: int, new_segments: bool) -> None:
+        """Make the directory durable as far as the flush claims. New segments' entries must be
+        durable; and segments deleted from [current, ...) since the last flush held offsets no
+        fsync covered (retention renamed them `.deleted` unsynced): a recovery point past them
+        is true only once their deletion is durable — else a power loss brings such a segment
+        back with its unsynced tail lost, trusted below the recovery point, and the log serves
+        a gap. Kafka's flush has the same exposure (it skips deleted segments and renames
+        without syncing the directory); kafkasim syncs the directory. A deletion racing the
+        fsync is caught by the loop."""
+        synced_first = -1
+        while True:
+            first = self._segments[0].base_offset if self._segments else current
+            deleted_unsynced = current < first and first != synced_first
+            if not (new_segments or deleted_unsynced):
+                return
+            new_segments = False
+            synced_first = first
+            await self.fs.fsync_dir(self.dir)
 
     # ================================================================ read
     def read(self, offset: int, max_bytes: int, max_offset: int | None = None,
