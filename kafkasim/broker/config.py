@@ -181,6 +181,7 @@ class BrokerConfig(TransactionConfig, GroupCoordinatorConfig, ControllerConfig, 
     sasl_mechanism_inter_broker_protocol: str = setting("sasl.mechanism.inter.broker.protocol")
     sasl_jaas_config: str | None = setting("sasl.jaas.config")
     connections_max_reauth_ms: int = setting("connections.max.reauth.ms")
+    sasl_server_max_receive_size: int = setting("sasl.server.max.receive.size")
     connection_failed_authentication_delay_ms: int = setting("connection.failed.authentication.delay.ms")
     ssl_client_auth: str = setting("ssl.client.auth")
     ssl_keystore_type: str = setting("ssl.keystore.type")
