@@ -200,17 +200,17 @@ class FetchApi:
         config = part.log.config
         if config.compression_type == "zstd" and version < 10:
             return PD(partition_index=w.partition, error_code=E.UNSUPPORTED_COMPRESSION_TYPE, high_watermark=-1,
-                      records=b"")
+                      records=None)
         magic = _down_convert_magic(version)
         if magic is None:
             return pd
         if not from_follower and not config.message_downconversion_enable:
-            return PD(partition_index=w.partition, error_code=E.UNSUPPORTED_VERSION, high_watermark=-1, records=b"")
+            return PD(partition_index=w.partition, error_code=E.UNSUPPORTED_VERSION, high_watermark=-1, records=None)
         try:
             pd.records = lazy_down_convert(bytes(pd.records), magic, w.fetch_offset)
         except UnsupportedCompressionTypeError:
             return PD(partition_index=w.partition, error_code=E.UNSUPPORTED_COMPRESSION_TYPE, high_watermark=-1,
-                      records=b"")
+                      records=None)
         return pd
 
     def _current_leader(self, w: _Wanted) -> tuple[int, int]:
@@ -261,7 +261,7 @@ def _error_response(req: FetchRequest, version: int, error: int) -> FetchRespons
     partition asked too; the request's session id echoed."""
     topics = [] if version >= 13 else [
         FT(topic=t.topic, topic_id=t.topic_id, partitions=[
-            PD(partition_index=p.partition, error_code=error, high_watermark=-1, records=b"") for p in t.partitions])
+            PD(partition_index=p.partition, error_code=error, high_watermark=-1, records=None) for p in t.partitions])
         for t in req.topics]
     return FetchResponse(throttle_time_ms=0, error_code=error, session_id=req.session_id, responses=topics,
                          node_endpoints=[])

@@ -50,7 +50,7 @@ def _replicate(wrong_password_on: int = -1) -> tuple[Any, str]:
     trace = io.StringIO()
     world = SimWorld(5, trace_out=trace)
     sim = SimCluster(world, lambda bid, host: _config(bid, host, wrong_password_on))
-    for i in range(3):
+    for i in range(2):
         sim.add_broker(i)
     client = world.add_node("client")
     cluster = Cluster(world, sim)
@@ -59,6 +59,9 @@ def _replicate(wrong_password_on: int = -1) -> tuple[Any, str]:
     async def main() -> None:
         rt = client.runtime
         await cluster.wait_until(rt, lambda: sim.controller() is not None)
+        sim.add_broker(2)   # after the election: a broker that cannot log in must not be the controller
+        await cluster.wait_until(rt, lambda: len(cluster.server(cluster.controller_id()).metadata_cache.brokers)
+                                 == 3)
         ctl = cluster.controller_id()
         leader = next(b for b in range(3) if b != ctl and b != wrong_password_on)
         replicas = [leader] + [b for b in range(3) if b != leader]
