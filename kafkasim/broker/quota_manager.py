@@ -22,6 +22,10 @@ throttle time (QuotaUtils.throttleTime):
 which the response carries as throttle_time_ms while the broker mutes the client's channel for
 that long. A throttled fetch answers no data (its bytes are unrecorded). Without any quota
 configured for a kind, nothing is measured (ClientQuotaManager.quotasEnabled).
+
+Request quotas (what a request's time is, which requests are exempt, the throttle's bound of one
+window) are quota_manager_request.py's. A request over both a bandwidth and the request quota is
+answered with the larger throttle time, as KafkaApis does for Produce and Fetch.
 """
 
 from __future__ import annotations
