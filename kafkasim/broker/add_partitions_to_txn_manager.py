@@ -26,6 +26,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
+from kafkasim.broker.security.inter_broker import inter_broker_address
 from kafkasim.client.network_client import NetworkClient
 from kafkasim.protocol import errors as E
 from kafkasim.protocol.messages.add_partitions_to_txn import AddPartitionsToTxnRequest, AddPartitionsToTxnResponse
@@ -35,6 +36,7 @@ from kafkasim.storage.verification import SENTINEL, VerificationGuard
 if TYPE_CHECKING:
     from kafkasim.broker.metadata_cache import MetadataCache
     from kafkasim.broker.replica_manager import ReplicaManager
+    from kafkasim.client.channel_security import ChannelSecurity
     from kafkasim.runtime.api import Future, NodeRuntime
 
 TopicPartition = tuple[str, int]
@@ -59,8 +61,10 @@ class NodeBatch:
 
 class AddPartitionsToTxnManager:
     def __init__(self, rt: NodeRuntime, broker_id: int, metadata_cache: MetadataCache,
-                 partition_for: Callable[[str], int], request_timeout_ms: int) -> None:
+                 partition_for: Callable[[str], int], request_timeout_ms: int,
+                 security: ChannelSecurity | None = None) -> None:
         self.rt = rt
+        self.security = security   # the inter-broker listener's TLS/SASL (security/inter_broker.py)
         self.broker_id = broker_id
         self.metadata_cache = metadata_cache
         self.partition_for = partition_for     # the transaction coordinator's (injected: it sits a layer above)
@@ -130,7 +134,8 @@ class AddPartitionsToTxnManager:
         if client is not None and not client.closed:
             return client
         broker = self.metadata_cache.brokers[node]
-        client = NetworkClient(self.rt, broker.host, broker.port, f"broker-{self.broker_id}-add-partitions-to-txn")
+        client = NetworkClient(self.rt, *inter_broker_address(broker, self.security),
+                               f"broker-{self.broker_id}-add-partitions-to-txn", security=self.security)
         await client.connect(self.request_timeout_ms)
         self.clients[node] = client
         return client

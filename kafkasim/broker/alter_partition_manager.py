@@ -21,6 +21,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
+from kafkasim.broker.security.inter_broker import inter_broker_address
 from kafkasim.broker.zk import zk_data as Z
 from kafkasim.client.network_client import NetworkClient
 from kafkasim.protocol import errors as E
@@ -39,6 +40,7 @@ from kafkasim.runtime.api import (
 if TYPE_CHECKING:
     from kafkasim.broker.metadata_cache import MetadataCache
     from kafkasim.broker.partition import Partition
+    from kafkasim.client.channel_security import ChannelSecurity
 
 ALTER_PARTITION_VERSION = 3
 RETRY_BACKOFF_MS = 100.0
@@ -49,7 +51,8 @@ TopicPartition = tuple[str, int]
 class AlterPartitionManager:
     def __init__(self, rt: NodeRuntime, broker_id: int, broker_epoch: Callable[[], int],
                  metadata_cache: MetadataCache, request_timeout_ms: int, *, topic_ids: dict[str, bytes],
-                 controller_epoch: Callable[[], int], isr_zk: ZkClient | None = None) -> None:
+                 controller_epoch: Callable[[], int], isr_zk: ZkClient | None = None,
+                 security: ChannelSecurity | None = None) -> None:
         """`broker_epoch` and `controller_epoch` are read at each send (both change over time);
         `topic_ids` is the ReplicaManager's map, filled by LeaderAndIsr. `isr_zk` set: IBP < 2.7,
         ISR changes are written to ZooKeeper with this client instead of sent to the controller."""
@@ -61,6 +64,7 @@ class AlterPartitionManager:
         self.topic_ids = topic_ids
         self.controller_epoch = controller_epoch
         self.isr_zk = isr_zk
+        self.security = security   # the inter-broker listener's TLS/SASL (security/inter_broker.py)
         self.unsent: dict[TopicPartition, tuple[Partition, list[int], int]] = {}
         self._wakeup: Future[Any] | None = None
         self._task: Task | None = None
@@ -107,8 +111,8 @@ class AlterPartitionManager:
         if self._client is None or self._client.closed or self._client_for != key:
             if self._client is not None:
                 self._client.close()
-            self._client = NetworkClient(self.rt, controller.host, controller.port,
-                                         f"broker-{self.broker_id}-alter-partition")
+            self._client = NetworkClient(self.rt, *inter_broker_address(controller, self.security),
+                                         f"broker-{self.broker_id}-alter-partition", security=self.security)
             self._client_for = key
             await self._client.connect(self.request_timeout_ms)
         return self._client

@@ -16,7 +16,7 @@ from __future__ import annotations
 import functools
 import re
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any
 
 from kafkasim.broker import admin_apis, controller_apis
@@ -33,6 +33,7 @@ from kafkasim.broker.group.txn_offsets import register as register_txn_offset_co
 from kafkasim.broker.group.zk_offsets import ZkConsumerOffsets
 from kafkasim.broker.list_offsets_api import ListOffsetsApi
 from kafkasim.broker.produce_api import ProduceApi
+from kafkasim.broker.quota_manager_request import RequestTimer
 from kafkasim.broker.request_context import context_of
 from kafkasim.broker.security import acl_apis
 from kafkasim.broker.security import apis as security_apis
@@ -148,10 +149,16 @@ class KafkaApis:
     async def handle(self, header: RequestHeader, request: Any) -> Message | None:
         handler = self.handlers[header.request_api_key]
         if self.request_authorizer is not None:   # the per-API checks: security/authorizer_rules*.py
-            response = await self.request_authorizer.handle(header, request, functools.partial(handler, header))
+            handling: Awaitable[Message | None] = self.request_authorizer.handle(
+                header, request, functools.partial(handler, header))
         else:
-            response = await handler(header, request)
-        return response if self.quotas is None else await self.quotas.throttle(header, request, response)
+            handling = handler(header, request)
+        if self.quotas is None:
+            return await handling
+        # Timed only while some request_percentage quota exists (Kafka: quotasEnabled).
+        timer = RequestTimer(self.rt.monotonic_ms) if self.quotas.request.enabled() else None
+        response = await (handling if timer is None else timer.run(handling))
+        return await self.quotas.throttle(header, request, response, 0.0 if timer is None else timer.request_ms)
 
     def channel_throttle_ms(self, header: RequestHeader) -> int:
         """How long the socket server mutes the channel after answering (a client over its quota)."""

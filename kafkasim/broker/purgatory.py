@@ -27,9 +27,11 @@ from __future__ import annotations
 
 from collections.abc import Hashable, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar
 
 from kafkasim.runtime.api import Future, NodeRuntime, Timer
+
+T = TypeVar("T")
 
 
 # ---------------------------------------------------------------- keys (DelayedOperationKey.scala)
@@ -147,6 +149,29 @@ class _Wakeup(DelayedOperation):
             self.woken.set_result(None)
 
 
+# ---------------------------------------------------------------- parking (request quotas)
+class Parking:
+    """How many waits request tasks have begun in a purgatory (or on a coordinator's callback,
+    Kafka's DelayedJoin/DelayedSync). Kafka's request time (requestThreadTimeNanos) ends when the
+    handler hands the request to a purgatory; the request quota's timer
+    (quota_manager_request.RequestTimer) compares this count before and after each step of a
+    handler, which is synchronous, to leave such waits out. Only ever compared, never reset."""
+
+    begun = 0
+
+
+def parking() -> None:
+    """Called right before a request task suspends to wait for a delayed operation."""
+    Parking.begun += 1
+
+
+async def park(aw: Future[T]) -> T:
+    """Await a coordinator's callback future as a parked wait (see Parking)."""
+    parking()
+    result: T = await aw
+    return result
+
+
 # ---------------------------------------------------------------- the purgatory
 class DelayedOperationPurgatory:
     def __init__(self, rt: NodeRuntime, name: str) -> None:
@@ -176,6 +201,7 @@ class DelayedOperationPurgatory:
                 return False
             wakeup = _Wakeup(self.rt.future())
             self._watch(wakeup, keys)
+            parking()
             try:
                 await self.rt.wait_first([wakeup.woken], remaining)
             finally:

@@ -22,6 +22,10 @@ throttle time (QuotaUtils.throttleTime):
 which the response carries as throttle_time_ms while the broker mutes the client's channel for
 that long. A throttled fetch answers no data (its bytes are unrecorded). Without any quota
 configured for a kind, nothing is measured (ClientQuotaManager.quotasEnabled).
+
+Request quotas (what a request's time is, which requests are exempt, the throttle's bound of one
+window) are quota_manager_request.py's. A request over both a bandwidth and the request quota is
+answered with the larger throttle time, as KafkaApis does for Produce and Fetch.
 """
 
 from __future__ import annotations
@@ -30,6 +34,7 @@ import json
 from dataclasses import dataclass, field
 from typing import Any
 
+from kafkasim.broker import quota_manager_request as RQ
 from kafkasim.broker.request_context import context_of
 from kafkasim.broker.zk import entity_config as EC
 from kafkasim.broker.zk.acl_store import ChangeNotificationListener
@@ -141,8 +146,11 @@ class QuotaConfigs:
 class ClientQuotaManager:
     """One kind of quota (produce, fetch or request): a Rate per (user, client id) entity."""
 
-    def __init__(self, key: str, configs: QuotaConfigs, samples: int, window_ms: float) -> None:
+    def __init__(self, key: str, configs: QuotaConfigs, samples: int, window_ms: float,
+                 max_throttle_ms: float | None = None) -> None:
+        """`max_throttle_ms`: the request quota's bound (QuotaUtils.boundedThrottleTime)."""
         self.key, self.configs, self.samples, self.window_ms = key, configs, samples, window_ms
+        self.max_throttle_ms = max_throttle_ms
         self.sensors: dict[tuple[str, str], Rate] = {}
 
     def enabled(self) -> bool:
@@ -160,7 +168,8 @@ class ClientQuotaManager:
             # A zero quota: Kafka's (rate - 0) / 0 is infinite, Math.round gives Long.MAX_VALUE,
             # and .toInt makes it -1 — no throttle; so here.
             return 0
-        return round((measured - quota) / quota * rate.window_size_ms(now))
+        throttle = round((measured - quota) / quota * rate.window_size_ms(now))
+        return throttle if self.max_throttle_ms is None else int(min(throttle, self.max_throttle_ms))
 
     def unrecord(self, user: str, client_id: str, value: float, now: float) -> None:
         resolved = self.configs.resolve(self.key, user, client_id)
@@ -177,7 +186,7 @@ class QuotaManagers:
         window_ms = window_seconds * 1000.0
         self.produce = ClientQuotaManager(PRODUCE, self.configs, samples, window_ms)
         self.fetch = ClientQuotaManager(FETCH, self.configs, samples, window_ms)
-        self.request = ClientQuotaManager(REQUEST, self.configs, samples, window_ms)
+        self.request = ClientQuotaManager(REQUEST, self.configs, samples, window_ms, max_throttle_ms=window_ms)
         self.store = EC.EntityConfigStore(zk)
         self.listener = ChangeNotificationListener(rt, zk, EC.CONFIG_CHANGES, EC.CONFIG_CHANGE_PREFIX,
                                                    self._on_change)
@@ -206,45 +215,53 @@ class QuotaManagers:
             self.rt.trace("quota_config_changed", entity=path, config=dict(sorted(config.items())))
 
     # ---------------------------------------------------------------- enforcement
-    async def throttle(self, header: RequestHeader, request: Any, response: Message | None) -> Message | None:
-        """Record a Produce's request bytes or a consumer Fetch's response bytes against the
-        sender's quota; over it, the answer carries the throttle time (a fetch's answer is
-        emptied) and the channel is muted for it (channel_throttle_ms) — or, for a client from
-        before KIP-219, the answer is held back that long."""
+    async def throttle(self, header: RequestHeader, request: Any, response: Message | None,
+                       request_ms: float) -> Message | None:
+        """Record the request against the sender's quotas, as KafkaApis does as it answers: a
+        Produce's request bytes or a consumer Fetch's response bytes (bandwidth), and
+        `request_ms` (quota_manager_request). Over a quota, the answer carries the larger throttle
+        time (a fetch's answer is emptied) and the channel is muted for it (channel_throttle_ms)
+        — or, for a bandwidth throttle of a client from before KIP-219, the answer is held back."""
         key, version = header.request_api_key, header.request_api_version
-        if key == A.PRODUCE:
-            manager, value = self.produce, _encoded_size(request, version)
-        elif key == A.FETCH and response is not None and _consumer_fetch(request, version):
-            manager, value = self.fetch, _encoded_size(response, version)
-        else:
-            return response
-        if not manager.enabled():
-            return response
         user, client_id = context_of(header).principal.name, header.client_id or ""
         now = self.rt.monotonic_ms()
-        throttle_ms = manager.record_and_get_throttle_ms(user, client_id, value, now)
+        request_throttle = 0
+        if self.request.enabled() and not RQ.exempt(key, version, request):
+            request_throttle = self.request.record_and_get_throttle_ms(user, client_id, RQ.percentage(request_ms),
+                                                                       now)
+        bandwidth = self._bandwidth(key, version, request, response)
+        bandwidth_throttle = 0
+        if bandwidth is not None:
+            bandwidth_throttle = bandwidth[0].record_and_get_throttle_ms(user, client_id, bandwidth[1], now)
+        throttle_ms = max(request_throttle, bandwidth_throttle)
         if throttle_ms <= 0:
             return response
-        if key == A.FETCH:
-            manager.unrecord(user, client_id, value, now)   # nothing of it is sent
+        if key == A.FETCH and bandwidth is not None:
+            bandwidth[0].unrecord(user, client_id, bandwidth[1], now)   # nothing of it is sent
             response = FetchResponse(throttle_time_ms=throttle_ms, error_code=0, session_id=0, responses=[])
-        elif response is not None:
-            response.throttle_time_ms = throttle_ms  # type: ignore[attr-defined]
-        self.rt.trace("client_throttled", api_key=key, user=user, client_id=client_id, throttle_ms=throttle_ms)
-        if version >= CLIENT_THROTTLES_FROM[key]:
-            self._muted[id(header)] = throttle_ms
-        else:
+        elif response is not None and hasattr(response, "throttle_time_ms"):
+            response.throttle_time_ms = throttle_ms
+        kind = REQUEST if request_throttle >= bandwidth_throttle else PRODUCE if key == A.PRODUCE else FETCH
+        self.rt.trace("client_throttled", api_key=key, user=user, client_id=client_id, throttle_ms=throttle_ms,
+                      quota=kind)
+        if kind != REQUEST and version < CLIENT_THROTTLES_FROM[key]:
             await self.rt.sleep(throttle_ms)
+        else:
+            self._muted[id(header)] = throttle_ms
         return response
+
+    def _bandwidth(self, key: int, version: int, request: Any,
+                   response: Message | None) -> tuple[ClientQuotaManager, int] | None:
+        """The bandwidth quota manager that records this request, and the bytes it records."""
+        if key == A.PRODUCE and self.produce.enabled():
+            return self.produce, _encoded_size(request, version)
+        if key == A.FETCH and self.fetch.enabled() and response is not None and RQ.consumer_fetch(request, version):
+            return self.fetch, _encoded_size(response, version)
+        return None
 
     def channel_throttle_ms(self, header: RequestHeader) -> int:
         """How long the socket server keeps the channel muted after answering this request."""
         return self._muted.pop(id(header), 0)
-
-
-def _consumer_fetch(request: Any, version: int) -> bool:
-    replica = request.replica_state.replica_id if version >= 15 else request.replica_id
-    return bool(replica < 0)
 
 
 def _encoded_size(message: Any, version: int) -> int:

@@ -34,6 +34,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from kafkasim.broker.security.inter_broker import inter_broker_address
 from kafkasim.broker.zk import zk_data as Z
 from kafkasim.client.network_client import NetworkClient
 from kafkasim.protocol import errors as E
@@ -143,8 +144,9 @@ class ReplicaFetcherThread:
 
     async def _ensure_connected(self) -> None:
         if self.client is None or self.client.closed:
-            self.client = NetworkClient(self.rt, self.leader.host, self.leader.port,
-                                        f"broker-{self.rm.broker_id}-fetcher-0")
+            security = self.rm.inter_broker_security
+            self.client = NetworkClient(self.rt, *inter_broker_address(self.leader, security),
+                                        f"broker-{self.rm.broker_id}-fetcher-0", security=security)
             # Kafka's awaitReady gives up when the NetworkClient's connection setup times out
             # (socket.connection.setup.timeout.ms), not after replica.socket.timeout.ms: a
             # connect begun across a partition must not keep the thread (and every partition

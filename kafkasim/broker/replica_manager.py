@@ -57,6 +57,7 @@ from kafkasim.storage.verification import VerificationGuard
 if TYPE_CHECKING:
     from kafkasim.broker.add_partitions_to_txn_manager import AddPartitionsToTxnManager
     from kafkasim.broker.metadata_cache import MetadataCache
+    from kafkasim.client.channel_security import ChannelSecurity
 
 TopicPartition = tuple[str, int]
 EPOCH_DURING_DELETE = -2
@@ -117,7 +118,8 @@ class ReplicaManager:
                  topic_configs: TopicConfigSource | None = None,
                  log_dir_failure_notifier: Callable[[], Coroutine[Any, Any, None]] | None = None,
                  isr_zk: ZkClient | None = None,
-                 delayed_request_purgatory: DelayedOperationPurgatory | None = None) -> None:
+                 delayed_request_purgatory: DelayedOperationPurgatory | None = None,
+                 inter_broker_security: ChannelSecurity | None = None) -> None:
         """`broker_epoch` is read at each use: it changes when the broker re-registers in
         ZooKeeper after a session expiry. `topic_configs` is None for a broker without dynamic
         configs (tests): partitions then keep the log manager's default config.
@@ -129,6 +131,8 @@ class ReplicaManager:
         self.broker_id = broker_id
         self.metadata_cache = metadata_cache
         self.replication = replication or ReplicationConfig()
+        # TLS/SASL of the inter-broker listener, for the fetchers and AlterPartition (security/inter_broker.py).
+        self.inter_broker_security = inter_broker_security
         self.topic_configs = topic_configs
         # Announces a log dir failure to the controller (/log_dir_event_notification).
         self.log_dir_failure_notifier = log_dir_failure_notifier
@@ -154,7 +158,8 @@ class ReplicaManager:
         self.fetcher_manager = ReplicaFetcherManager(self)
         self.alter_partition_manager = AlterPartitionManager(
             rt, broker_id, broker_epoch, metadata_cache, self.replication.request_timeout_ms,
-            topic_ids=self.topic_ids, controller_epoch=lambda: self.controller_epoch, isr_zk=isr_zk)
+            topic_ids=self.topic_ids, controller_epoch=lambda: self.controller_epoch, isr_zk=isr_zk,
+            security=inter_broker_security)
         self._isr_task: Task | None = None
         self._failure_handled = False
 

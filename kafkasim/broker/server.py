@@ -34,6 +34,7 @@ from kafkasim.broker.replica_manager import ReplicaManager
 from kafkasim.broker.request_faults import RequestFaults
 from kafkasim.broker.security.authorizer import AclAuthorizer, AuthorizerConfig
 from kafkasim.broker.security.credentials import zk_credentials
+from kafkasim.broker.security.inter_broker import inter_broker_address, inter_broker_security
 from kafkasim.broker.socket_server import SocketServer
 from kafkasim.broker.topic_admin import TopicAdmin
 from kafkasim.broker.transaction.coordinator import TransactionCoordinator
@@ -133,12 +134,13 @@ class KafkaServer:
         topic_admin = TopicAdmin(rt, cfg, kzk, cache, DelayedOperationPurgatory(rt, "topic"))
         log_manager = LogManager(rt, cfg.log_dir, cfg.log_config(), cfg.log_manager_config())
         admin_manager = AdminManager(cfg, zk, cache, log_manager.default_config, socket_server.bound_port)
+        inter_broker = inter_broker_security(cfg)   # TLS/SASL of the broker's own clients
         self.replica_manager = rm = ReplicaManager(
             rt, log_manager, broker_id=cfg.broker_id, metadata_cache=cache, broker_epoch=self._broker_epoch,
             replication=_replication_config(cfg), topic_configs=admin_manager.topic_log_config,
             log_dir_failure_notifier=functools.partial(_propagate_log_dir_event, rt, zk, cfg.broker_id),
             isr_zk=zk if _ibp_before(cfg, (2, 7)) else None,
-            delayed_request_purgatory=DelayedOperationPurgatory(rt, "ProduceFetch"))
+            delayed_request_purgatory=DelayedOperationPurgatory(rt, "ProduceFetch"), inter_broker_security=inter_broker)
         await rm.startup()
         self.port = await socket_server.start()
         register_broker = functools.partial(self._register_broker, kzk)
@@ -154,11 +156,11 @@ class KafkaServer:
         # coordinating its transactional ids. Producer ids come from ZooKeeper blocks.
         self.txn_coordinator = txn = TransactionCoordinator(
             rt, cfg.view(TransactionConfig), cfg.broker_id, rm, cache,
-            producer_id_generator(ZkProducerIdManager(rt, cfg.broker_id, zk)))
+            producer_id_generator(ZkProducerIdManager(rt, cfg.broker_id, zk)), inter_broker)
         rm.leadership_listeners.append(txn.on_leadership_change)
         if cfg.transaction_partition_verification_enable:  # KIP-890 part 1: leaders ask the coordinator
             rm.add_partitions_to_txn_manager = AddPartitionsToTxnManager(rt, cfg.broker_id, cache, txn.partition_for,
-                                                                         cfg.request_timeout_ms)
+                                                                         cfg.request_timeout_ms, inter_broker)
         rm.resignation_listeners.append(txn.on_resignation_change)
         txn.startup()
         self.authorizer = None if not cfg.authorizer_class_name else AclAuthorizer(
@@ -255,8 +257,9 @@ class KafkaServer:
             controller = cache.brokers.get(cache.controller_id)
             if controller is not None:
                 try:
-                    client = NetworkClient(self.rt, controller.host, controller.port,
-                                           f"broker-{self.config.broker_id}-controlled-shutdown")
+                    security = inter_broker_security(self.config)
+                    client = NetworkClient(self.rt, *inter_broker_address(controller, security),
+                                           f"broker-{self.config.broker_id}-controlled-shutdown", security=security)
                     await client.connect(rm.replication.request_timeout_ms)
                     try:
                         resp = await client.send(ControlledShutdownRequest(broker_id=self.config.broker_id,

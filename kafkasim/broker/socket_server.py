@@ -175,10 +175,15 @@ class SocketServer:
         idle = _IdleReaper(rt, stream, self.connections_max_idle_ms)
         try:
             while True:
+                authenticating = conn.auth is not None and not conn.auth.complete
                 try:
-                    frame = await stream.read_frame(max_bytes)
+                    # While authenticating, SaslServerAuthenticator reads with sasl.server.max.receive.size.
+                    frame = await stream.read_frame(conn.security.max_receive_size if authenticating else max_bytes)
                 except FrameTooLarge as exc:
-                    rt.trace("connection_closed", peer=list(stream.peer), reason=str(exc))
+                    if authenticating:
+                        await self._invalid_sasl_receive(conn, exc)
+                    else:
+                        rt.trace("connection_closed", peer=list(stream.peer), reason=str(exc))
                     return
                 idle.busy()
                 verdict = await self._authenticate(conn, frame)
@@ -188,6 +193,15 @@ class SocketServer:
                     return
         finally:
             idle.stop()
+
+    async def _invalid_sasl_receive(self, conn: _Connection, exc: FrameTooLarge) -> None:
+        """A frame above sasl.server.max.receive.size while authenticating: Kafka's
+        SaslAuthenticationException ("Failing SASL authentication due to invalid receive size"),
+        so no answer, and the close waits connection.failed.authentication.delay.ms."""
+        if self.failed_authentication_delay_ms > 0:
+            await self.rt.sleep(self.failed_authentication_delay_ms)
+        self.rt.trace("connection_closed", peer=list(conn.stream.peer),
+                      reason=f"Failing SASL authentication due to invalid receive size ({exc})")
 
     async def _authenticate(self, conn: _Connection, frame: bytes) -> bool | None:
         """A SASL connection's frame before (or while re-) authenticating: True/False when the

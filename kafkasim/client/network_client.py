@@ -22,6 +22,7 @@ from __future__ import annotations
 from collections import deque
 from typing import Any
 
+from kafkasim.client.channel_security import ChannelSecurity, authenticate
 from kafkasim.protocol import api as A
 from kafkasim.protocol import errors as E
 from kafkasim.protocol.framing import encode_request
@@ -43,8 +44,11 @@ class ClientError(Exception):
 
 class NetworkClient:
     def __init__(self, rt: NodeRuntime, host: str, port: int, client_id: str, *,
-                 max_versions: dict[int, int] | None = None, reader_name: str | None = None) -> None:
+                 max_versions: dict[int, int] | None = None, reader_name: str | None = None,
+                 security: ChannelSecurity | None = None) -> None:
+        """`security`: TLS and SASL for a secured listener (channel_security.py); None: PLAINTEXT."""
         self.rt, self.host, self.port, self.client_id = rt, host, port, client_id
+        self.security = security
         self.max_versions = max_versions
         self.reader_name = reader_name or f"{client_id} reader {host}:{port}"
         self.stream: Stream | None = None
@@ -59,7 +63,15 @@ class NetworkClient:
         return self._closed or self.stream is None
 
     async def connect(self, timeout_ms: float) -> None:
-        self.stream = stream = await self.rt.net.connect(self.host, self.port, timeout_ms)
+        security = self.security
+        stream = await self.rt.net.connect(self.host, self.port, timeout_ms, security.tls if security else None)
+        if security is not None and security.sasl is not None:
+            try:   # before the reader: the login's answers are read here
+                await authenticate(stream, security.sasl, self.client_id, self.rt.rng("sasl-nonce").randbytes(12).hex())
+            except BaseException:
+                stream.close()
+                raise
+        self.stream = stream
         self.rt.spawn(self._reader(stream), name=self.reader_name)
         if self.max_versions is not None:
             await self._negotiate(self.max_versions[A.API_VERSIONS])

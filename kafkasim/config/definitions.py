@@ -209,6 +209,7 @@ _OTHER_BROKER_CONFIGS: tuple[ConfigKey, ...] = (
     _broker("sasl.jaas.config", PASSWORD, None, True, described=False),
     _broker("connections.max.reauth.ms", LONG, "0", False, described=False),
     _broker("connection.failed.authentication.delay.ms", INT, "100", False, at_least(0), described=False),
+    _broker("sasl.server.max.receive.size", INT, "524288", False, described=False),
     _broker("ssl.client.auth", STRING, "none", True, one_of("required", "requested", "none"), described=False),
     _broker("ssl.keystore.type", STRING, "JKS", True, described=False),
     _broker("ssl.keystore.location", STRING, None, True, described=False),

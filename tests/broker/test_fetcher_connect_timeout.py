@@ -23,7 +23,7 @@ def test_the_fetcher_connect_times_out_after_the_connection_setup_timeout() -> N
     world = SimWorld(3, trace_out=io.StringIO())
     follower = world.add_node("broker-0").runtime
     world.add_node("broker-1")
-    rm = SimpleNamespace(rt=follower, replication=ReplicationConfig(), broker_id=0)
+    rm = SimpleNamespace(rt=follower, replication=ReplicationConfig(), broker_id=0, inter_broker_security=None)
     thread = ReplicaFetcherThread(SimpleNamespace(rm=rm), BrokerInfo(1, "broker-1", 9092, None))  # type: ignore[arg-type]
     world.net.partition(["broker-0"], ["broker-1"])
     outcome: list[float] = []

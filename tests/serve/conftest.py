@@ -12,6 +12,26 @@ from typing import Iterator, Optional
 import pytest
 
 
+def controller_id(port: int) -> int:
+    """The controller id in the broker's Metadata v1 answer (a plain socket, response header v0)."""
+    from kafkasim.protocol import api as A
+    from kafkasim.protocol.framing import encode_request
+    from kafkasim.protocol.messages.headers import RequestHeader
+    from kafkasim.protocol.messages.metadata import MetadataRequest
+
+    header = RequestHeader(request_api_key=A.METADATA, request_api_version=1, correlation_id=1,
+                           client_id="kafkasim-served-ready")
+    with socket.create_connection(("127.0.0.1", port), timeout=5) as sock:
+        sock.sendall(encode_request(header, MetadataRequest(topics=[])))
+        data = b""
+        while len(data) < 4 or len(data) < 4 + int.from_bytes(data[:4], "big"):
+            chunk = sock.recv(65536)
+            if not chunk:
+                raise ConnectionError("closed")
+            data += chunk
+    return int(A.api_info(A.METADATA).response.decode(memoryview(data)[8:], 1).controller_id)
+
+
 def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
@@ -37,11 +57,14 @@ class ServedBroker:
             if self.proc.poll() is not None:
                 raise RuntimeError(f"kafkasim serve exited: {self.proc.stdout.read() if self.proc.stdout else ''}")
             try:
-                socket.create_connection(("127.0.0.1", self.port), timeout=0.5).close()
-                return
+                # Listening, and the controller known (its first UpdateMetadata arrived): before,
+                # Metadata names controller -1 and librdkafka's admin client waits out its timeout.
+                if controller_id(self.port) >= 0:
+                    return
             except OSError:
-                time.sleep(0.1)
-        raise RuntimeError("kafkasim serve did not start listening within 30 s")
+                pass
+            time.sleep(0.1)
+        raise RuntimeError("kafkasim serve did not start listening (with a controller) within 30 s")
 
     def stop(self) -> str:
         self.proc.terminate()

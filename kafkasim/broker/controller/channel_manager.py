@@ -27,6 +27,7 @@ from kafkasim.broker.controller.context import (
     ReplicaAssignment,
     TopicPartition,
 )
+from kafkasim.broker.security.inter_broker import inter_broker_address
 from kafkasim.broker.zk import zk_data as Z
 from kafkasim.client.network_client import NetworkClient
 from kafkasim.protocol.messages.leader_and_isr import LeaderAndIsrRequest
@@ -36,6 +37,7 @@ from kafkasim.protocol.primitives import Message
 from kafkasim.runtime.api import Future, NetworkError, NodeRuntime, RuntimeTimeout, Task
 
 if TYPE_CHECKING:
+    from kafkasim.client.channel_security import ChannelSecurity
     pass
 
 LEADER_AND_ISR_VERSION = 7
@@ -65,8 +67,10 @@ class ControllerBrokerState:
 
 
 class ControllerChannelManager:
-    def __init__(self, rt: NodeRuntime, controller_id: int, socket_timeout_ms: float) -> None:
+    def __init__(self, rt: NodeRuntime, controller_id: int, socket_timeout_ms: float,
+                 security: ChannelSecurity | None = None) -> None:
         self.rt, self.controller_id, self.socket_timeout_ms = rt, controller_id, socket_timeout_ms
+        self.security = security   # the inter-broker listener's TLS/SASL (security/inter_broker.py)
         self.brokers: dict[int, ControllerBrokerState] = {}
 
     def startup(self, live: dict[int, Z.BrokerInfo]) -> None:
@@ -122,8 +126,8 @@ class ControllerChannelManager:
         while True:
             try:
                 if state.client is None or state.client.closed:
-                    state.client = NetworkClient(self.rt, state.broker.host, state.broker.port,
-                                                 f"controller-{self.controller_id}")
+                    state.client = NetworkClient(self.rt, *inter_broker_address(state.broker, self.security),
+                                                 f"controller-{self.controller_id}", security=self.security)
                     await state.client.connect(self.socket_timeout_ms)
                 return await state.client.send(item.body, item.version, self.socket_timeout_ms)
             except (NetworkError, RuntimeTimeout) as exc:
@@ -214,9 +218,12 @@ class ControllerBrokerRequestBatch:
             for tp, st in sorted(states.items()):
                 by_topic.setdefault(tp[0], []).append(st)
             leaders = sorted({st.leader for st in states.values()})
-            live_leaders = [LeaderAndIsrRequest.LeaderAndIsrLiveLeader(
-                broker_id=b, host_name=self.ctx.live_brokers[b].host, port=self.ctx.live_brokers[b].port)
-                            for b in leaders if b in self.ctx.live_brokers]
+            # Each leader's inter-broker listener, where the followers fetch (Kafka's
+            # broker.node(interBrokerListenerName)).
+            addresses = {b: inter_broker_address(self.ctx.live_brokers[b], channel.security)
+                         for b in leaders if b in self.ctx.live_brokers}
+            live_leaders = [LeaderAndIsrRequest.LeaderAndIsrLiveLeader(broker_id=b, host_name=host, port=port)
+                            for b, (host, port) in addresses.items()]
             topic_states = [LeaderAndIsrRequest.LeaderAndIsrTopicState(
                 topic_name=t,
                 topic_id=Z.uuid_from_str(self.ctx.topic_ids[t]) if self.ctx.topic_ids.get(t) else bytes(16),

@@ -50,6 +50,7 @@ from kafkasim.broker.controller.partition_state_machine import (
 )
 from kafkasim.broker.controller.replica_state_machine import ReplicaStateMachine
 from kafkasim.broker.controller.topic_deletion_manager import TopicDeletionManager
+from kafkasim.broker.security.inter_broker import inter_broker_security
 from kafkasim.broker.zk import zk_data as Z
 from kafkasim.broker.zk.kafka_zk_client import ControllerMovedException, ControllerZkClient
 from kafkasim.broker.zk.zookeeper_client import StateChangeHandler, ZooKeeperClient
@@ -265,7 +266,8 @@ class KafkaController:
             await self._load_topic_assignment(topic)
         await self._update_leader_and_isr_cache(ctx.all_partitions())
         self.channel_manager = ControllerChannelManager(self.rt, self.broker_id,
-                                                        self.config.controller_socket_timeout_ms)
+                                                        self.config.controller_socket_timeout_ms,
+                                                        inter_broker_security(self.config))
         self.channel_manager.startup(ctx.live_brokers)
         for tp in ctx.all_partitions():
             if ctx.full_assignment(tp).is_being_reassigned:

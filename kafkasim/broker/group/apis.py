@@ -28,6 +28,7 @@ from kafkasim.broker.group.manager import GROUP_METADATA_TOPIC_NAME, PartitionDa
 from kafkasim.broker.group.metadata import JoinGroupResult, OffsetAndMetadata, SyncGroupResult, TopicPartition
 from kafkasim.broker.group.offsets_v0 import OffsetsV0Api, commit_response
 from kafkasim.broker.group.zk_offsets import ZkConsumerOffsets
+from kafkasim.broker.purgatory import park
 from kafkasim.broker.request_context import context_of
 from kafkasim.broker.transaction.transaction_log import TRANSACTION_STATE_TOPIC_NAME
 from kafkasim.broker.zk.kafka_zk_client import TopicError
@@ -225,7 +226,7 @@ class GroupApis:
             rebalance_timeout_ms=rebalance_timeout_ms, session_timeout_ms=req.session_timeout_ms,
             protocol_type=req.protocol_type, protocols=[(p.name, bytes(p.metadata)) for p in req.protocols],
             callback=fut.set_result, reason=req.reason if version >= 8 else None)
-        result: JoinGroupResult = await fut
+        result: JoinGroupResult = await park(fut)   # a parked wait: not request time (quotas)
         return self._join_response(result, version)
 
     @staticmethod
@@ -260,7 +261,7 @@ class GroupApis:
                                                  req.protocol_name if version >= 5 else None,
                                                  req.group_instance_id if version >= 3 else None, assignment,
                                                  fut.set_result)
-        result: SyncGroupResult = await fut
+        result: SyncGroupResult = await park(fut)
         resp = SyncGroupResponse(throttle_time_ms=0, error_code=result.error, assignment=result.assignment)
         if version >= 5:
             resp.protocol_type, resp.protocol_name = result.protocol_type, result.protocol_name

@@ -130,10 +130,13 @@ async def fetch(a: Authz, header: RequestHeader, req: Any, call: Call) -> Messag
     assert isinstance(resp, FetchResponse)
     T = FetchResponse.FetchableTopicResponse
     P = T.PartitionData
+    # Empty records, not null: Kafka's KafkaApis passes every partition of the answer through
+    # maybeConvertFetchedData, whose FetchResponse.recordsOrFail makes a null MemoryRecords.EMPTY —
+    # and librdkafka cannot parse a MessageSetSize of -1.
     resp.responses.extend(T(topic=t.topic, topic_id=t.topic_id, partitions=[
         P(partition_index=p.partition, error_code=E.TOPIC_AUTHORIZATION_FAILED, high_watermark=-1,
           last_stable_offset=-1, log_start_offset=-1, aborted_transactions=None, preferred_read_replica=-1,
-          records=None) for p in t.partitions]) for t in denied)
+          records=b"") for p in t.partitions]) for t in denied)
     return resp
 
 

@@ -146,14 +146,9 @@ def listener_value(cfg: BrokerConfig, listener: str, name: str) -> str | None:
 
 def check_security(cfg: BrokerConfig) -> None:
     """Kafka's startup checks of the listener and security configs (ConfigValueError)."""
-    from kafkasim.broker.security.settings import security_of  # the settings build on the listeners
+    from kafkasim.broker.security.inter_broker import inter_broker_security  # both build on the listeners
+    from kafkasim.broker.security.settings import security_of
     listeners = listeners_of(cfg)
     for endpoint in listeners.bound:
         security_of(cfg, endpoint)
-    inter = listeners.protocols[listeners.inter_broker]
-    if inter != "PLAINTEXT":
-        # kafkasim's own inter-broker clients (replica fetchers, the controller's channels) speak
-        # PLAINTEXT only: a secured inter-broker listener would leave the cluster unable to replicate.
-        raise ConfigValueError(f"inter-broker listener {listeners.inter_broker} uses {inter}: kafkasim's "
-                               f"inter-broker clients speak PLAINTEXT only (set inter.broker.listener.name to a "
-                               f"PLAINTEXT listener)")
+    inter_broker_security(cfg)   # the broker's own login to the inter-broker listener

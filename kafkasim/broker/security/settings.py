@@ -10,7 +10,8 @@
                          listener.name.<l>.plain.sasl.jaas.config (kafkasim also reads the unprefixed
                          sasl.jaas.config, which Kafka's broker ignores); SCRAM's credentials are
                          ZooKeeper's (/config/users/<user>); connections.max.reauth.ms
-                         (listener.name.<l>.<mechanism>.connections.max.reauth.ms overrides it)
+                         (listener.name.<l>.<mechanism>.connections.max.reauth.ms overrides it);
+                         sasl.server.max.receive.size (a larger frame while authenticating closes)
 """
 
 from __future__ import annotations
@@ -39,6 +40,8 @@ class ListenerSecurity:
     mechanisms: tuple[str, ...] = ()                         # SASL listeners: the enabled mechanisms
     plain_users: dict[str, str] = field(default_factory=dict)  # PLAIN: user -> password
     reauth_ms: dict[str, int] = field(default_factory=dict)    # mechanism -> connections.max.reauth.ms
+    # sasl.server.max.receive.size: the largest frame read while authenticating (SaslServerAuthenticator).
+    max_receive_size: int = 524288
 
     @property
     def sasl(self) -> bool:
@@ -64,7 +67,13 @@ def security_of(cfg: BrokerConfig, endpoint: EndPoint) -> ListenerSecurity:
                                f"by kafkasim (it serves {', '.join(SUPPORTED_MECHANISMS)})")
     users = _plain_users(cfg, name) if PLAIN in mechanisms else {}
     reauth = {m: _reauth_ms(cfg, name, m) for m in mechanisms}
-    return ListenerSecurity(endpoint, tls, mechanisms, users, reauth)
+    raw_size = listener_value(cfg, name, "sasl.server.max.receive.size")
+    try:
+        max_receive = int(raw_size) if raw_size is not None else cfg.sasl_server_max_receive_size
+    except ValueError:
+        raise ConfigValueError(f"Invalid value {raw_size} for configuration sasl.server.max.receive.size: Not a "
+                               f"number of type INT") from None
+    return ListenerSecurity(endpoint, tls, mechanisms, users, reauth, max_receive)
 
 
 def _plain_users(cfg: BrokerConfig, listener: str) -> dict[str, str]:

@@ -41,6 +41,7 @@ if TYPE_CHECKING:
     from kafkasim.broker.config import TransactionConfig
     from kafkasim.broker.metadata_cache import MetadataCache
     from kafkasim.broker.replica_manager import ReplicaManager
+    from kafkasim.client.channel_security import ChannelSecurity
     from kafkasim.runtime.api import NodeRuntime
 
 S = TransactionState
@@ -72,13 +73,14 @@ class TransactionDescription:
 
 class TransactionCoordinator:
     def __init__(self, rt: NodeRuntime, config: TransactionConfig, broker_id: int, replica_manager: ReplicaManager,
-                 metadata_cache: MetadataCache, generate_producer_id: GenerateProducerId) -> None:
+                 metadata_cache: MetadataCache, generate_producer_id: GenerateProducerId,
+                 inter_broker_security: ChannelSecurity | None = None) -> None:
         self.rt = rt
         self.config = config
         self.generate_producer_id = generate_producer_id
         self.txn_manager = TransactionStateManager(rt, config, replica_manager, metadata_cache)
         self.txn_marker_channel_manager = TransactionMarkerChannelManager(
-            rt, broker_id, metadata_cache, self.txn_manager, config.request_timeout_ms)
+            rt, broker_id, metadata_cache, self.txn_manager, config.request_timeout_ms, inter_broker_security)
         self.is_active = False
 
     def partition_for(self, transactional_id: str) -> int:

@@ -21,6 +21,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from kafkasim.broker.security.inter_broker import inter_broker_address
 from kafkasim.broker.transaction.metadata import TopicPartition, TransactionMetadata, TxnTransitMetadata
 from kafkasim.client.network_client import NetworkClient
 from kafkasim.protocol import errors as E
@@ -30,6 +31,7 @@ from kafkasim.runtime.api import NetworkError, RuntimeTimeout
 if TYPE_CHECKING:
     from kafkasim.broker.metadata_cache import MetadataCache
     from kafkasim.broker.transaction.state_manager import TransactionStateManager
+    from kafkasim.client.channel_security import ChannelSecurity
     from kafkasim.runtime.api import Future, NodeRuntime
 
 WRITE_TXN_MARKERS_VERSION = 1   # MetadataVersion.writeTxnMarkersRequestVersion for IBP >= 2.8
@@ -71,8 +73,10 @@ AppendToLog = Callable[[str, int, TxnTransitMetadata, Callable[[int], bool]], An
 
 class TransactionMarkerChannelManager:
     def __init__(self, rt: NodeRuntime, broker_id: int, metadata_cache: MetadataCache,
-                 state_manager: TransactionStateManager, request_timeout_ms: int) -> None:
+                 state_manager: TransactionStateManager, request_timeout_ms: int,
+                 security: ChannelSecurity | None = None) -> None:
         self.rt = rt
+        self.security = security   # the inter-broker listener's TLS/SASL (security/inter_broker.py)
         self.broker_id = broker_id
         self.metadata_cache = metadata_cache
         self.state_manager = state_manager
@@ -243,7 +247,8 @@ class TransactionMarkerChannelManager:
         if client is not None and not client.closed:
             return client
         broker = self.metadata_cache.brokers[dest]
-        client = NetworkClient(self.rt, broker.host, broker.port, f"broker-{self.broker_id}-txn-marker-sender")
+        client = NetworkClient(self.rt, *inter_broker_address(broker, self.security),
+                               f"broker-{self.broker_id}-txn-marker-sender", security=self.security)
         await client.connect(self.request_timeout_ms)
         self.clients[dest] = client
         return client

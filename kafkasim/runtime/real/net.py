@@ -120,7 +120,9 @@ class RealStream(Stream):
         if self._closed or self._w.is_closing():
             raise ConnectionClosed("sendfile on a closed stream")
         fileobj = getattr(fh, "fileobj", None)
-        if fileobj is None:
+        # TLS: no zero-copy (the bytes are encrypted in user space), and asyncio's read + write
+        # fallback does not seek for offset 0 — so read + write here, from `offset`.
+        if fileobj is None or self.secure:
             await super().sendfile(fh, offset, count)
             return
         try:

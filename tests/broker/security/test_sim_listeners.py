@@ -158,3 +158,45 @@ def test_failed_authentication_is_answered_after_the_delay() -> None:
     (ok, failed), _ = _with_broker(body, **{"connection.failed.authentication.delay.ms": 700})
     assert ok[0] == 0 and ok[1] < 100                       # connection.failed.authentication.delay.ms
     assert failed[0] == E.SASL_AUTHENTICATION_FAILED and failed[1] >= 700
+
+
+def test_a_sasl_token_above_sasl_server_max_receive_size_closes_the_connection() -> None:
+    """SaslServerAuthenticator reads with sasl.server.max.receive.size (Kafka's default 524288): a
+    larger SaslAuthenticate closes the connection unanswered, after the failed-authentication
+    delay; one just under it is read and answered (here: wrong password). Past authentication
+    the limit is socket.request.max.bytes again."""
+    from kafkasim.protocol.messages.sasl_authenticate import SaslAuthenticateRequest
+    from kafkasim.protocol.messages.sasl_handshake import SaslHandshakeRequest
+    from tests.broker.security.sasl_client import plain_token, request
+
+    async def attempt(rt: NodeRuntime, padding: int) -> tuple[str, float]:
+        s = await rt.net.connect("broker-0", 9093, 1000)
+        await exchange(s, A.SASL_HANDSHAKE, 1, SaslHandshakeRequest(mechanism="PLAIN"))
+        token = plain_token("alice", "x" * padding)
+        frame = request(A.SASL_AUTHENTICATE, 2, SaslAuthenticateRequest(auth_bytes=token), 2)
+        started = rt.monotonic_ms()
+        await s.write(frame)
+        try:
+            await s.read_frame(1 << 20)
+            return f"answered {len(frame) - 4}", rt.monotonic_ms() - started
+        except ConnectionClosed:
+            return f"closed {len(frame) - 4}", rt.monotonic_ms() - started
+
+    async def body(rt: NodeRuntime, server: KafkaServer) -> Any:
+        small = await attempt(rt, 4000)
+        big = await attempt(rt, 6000)
+        s = await rt.net.connect("broker-0", 9093, 1000)
+        await login(s, "PLAIN", "alice", "alice-secret")
+        # Authenticated: a Metadata request bigger than the SASL limit is an ordinary request.
+        from kafkasim.protocol.messages.metadata import MetadataRequest as M
+        many = M(topics=[M.MetadataRequestTopic(name=f"t{i:05d}") for i in range(1000)],
+                 allow_auto_topic_creation=False)
+        resp = await exchange(s, A.METADATA, 9, many, 3)
+        return small, big, len(resp.topics)
+
+    (small, big, topics), trace = _with_broker(body, **{"sasl.server.max.receive.size": 5000,
+                                                        "connection.failed.authentication.delay.ms": 300})
+    assert small[0].startswith("answered") and int(small[0].split()[1]) < 5000
+    assert big[0].startswith("closed") and int(big[0].split()[1]) > 5000 and big[1] >= 300
+    assert "Failing SASL authentication due to invalid receive size" in trace
+    assert topics == 1000

@@ -1,0 +1,136 @@
+"""Client quotas in the real world, on by default in `kafkasim serve` as Kafka always enforces
+them: request_percentage measured on the real clock (a client flooding Metadata goes over 0.01 %
+and is answered with a throttle time of at most one window, then its channel is muted), and
+producer_byte_rate; `--config client.quotas=false` turns them off. Raw requests over a socket, at
+versions whose responses carry throttle_time_ms."""
+
+from __future__ import annotations
+
+import socket
+import struct
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from kafkasim.protocol import api as A
+from kafkasim.protocol.framing import encode_request
+from kafkasim.protocol.messages.alter_client_quotas import AlterClientQuotasRequest as Q
+from kafkasim.protocol.messages.create_topics import CreateTopicsRequest
+from kafkasim.protocol.messages.headers import RequestHeader
+from kafkasim.protocol.messages.metadata import MetadataRequest
+from kafkasim.protocol.messages.produce import ProduceRequest
+from kafkasim.records.batch import Record, build_batch
+from tests.serve.conftest import ServedBroker
+
+pytestmark = pytest.mark.real
+
+
+class Wire:
+    """Blocking request/response on one connection (non-flexible versions: response header v0)."""
+
+    def __init__(self, port: int, client_id: str) -> None:
+        self.sock = socket.create_connection(("127.0.0.1", port), timeout=30)
+        self.client_id, self.corr = client_id, 0
+
+    def call(self, body: Any, version: int) -> Any:
+        self.corr += 1
+        header = RequestHeader(request_api_key=body.API_KEY, request_api_version=version,
+                               correlation_id=self.corr, client_id=self.client_id)
+        self.sock.sendall(encode_request(header, body))
+        size = struct.unpack(">i", self._read(4))[0]
+        frame = self._read(size)
+        assert struct.unpack_from(">i", frame)[0] == self.corr
+        return A.api_info(body.API_KEY).response.decode(memoryview(frame)[4:], version)
+
+    def _read(self, n: int) -> bytes:
+        out = b""
+        while len(out) < n:
+            chunk = self.sock.recv(n - len(out))
+            if not chunk:
+                raise ConnectionError("closed")
+            out += chunk
+        return out
+
+    def close(self) -> None:
+        self.sock.close()
+
+
+def _served(tmp_path: Path, **configs: Any) -> Iterator[ServedBroker]:
+    b = ServedBroker(tmp_path / "logs", configs={"num.partitions": 1, **configs})
+    yield b
+    b.stop()
+    assert b.task_errors() == [], "the broker hit unhandled errors"
+
+
+@pytest.fixture
+def broker(tmp_path: Path) -> Iterator[ServedBroker]:
+    yield from _served(tmp_path)
+
+
+@pytest.fixture
+def broker_without_quotas(tmp_path: Path) -> Iterator[ServedBroker]:
+    yield from _served(tmp_path, **{"client.quotas": "false"})
+
+
+def _set_quota(port: int, client_id: str, key: str, value: float) -> None:
+    w = Wire(port, "admin")
+    try:
+        EN = Q.EntryData
+        r = w.call(Q(entries=[EN(entity=[EN.EntityData(entity_type="client-id", entity_name=client_id)],
+                                 ops=[EN.OpData(key=key, value=value, remove=False)])], validate_only=False), 0)
+        assert r.entries[0].error_code == 0, r
+    finally:
+        w.close()
+    time.sleep(1.0)   # the broker reads it from /config/changes
+
+
+def _metadata_flood(port: int, requests: int) -> list[tuple[int, float]]:
+    """(throttle_time_ms, seconds the request took) per Metadata v8 request."""
+    w = Wire(port, "greedy")
+    out = []
+    try:
+        for _ in range(requests):
+            started = time.monotonic()
+            r = w.call(MetadataRequest(topics=None, allow_auto_topic_creation=False), 8)
+            out.append((r.throttle_time_ms, time.monotonic() - started))
+    finally:
+        w.close()
+    return out
+
+
+def test_a_client_over_its_request_percentage_is_throttled(broker: ServedBroker) -> None:
+    _set_quota(broker.port, "greedy", "request_percentage", 0.01)
+    answers = _metadata_flood(broker.port, 300)
+    throttled = [i for i, (t, _) in enumerate(answers) if t > 0]
+    assert throttled, answers[:10]
+    assert max(t for t, _ in answers) <= 1000          # bounded by one window (quota.window.size.seconds=1)
+    # After a throttled answer the channel stays muted: the next request waits it out.
+    waits = [(answers[i][0], answers[i + 1][1]) for i in throttled if i + 1 < len(answers)]
+    assert all(waited * 1000 >= t * 0.9 for t, waited in waits), waits[:5]
+
+
+def test_a_producer_over_its_byte_rate_is_throttled(broker: ServedBroker) -> None:
+    w = Wire(broker.port, "writer")
+    try:
+        T = CreateTopicsRequest.CreatableTopic
+        w.call(CreateTopicsRequest(topics=[T(name="q", num_partitions=1, replication_factor=1, assignments=[],
+                                             configs=[])], timeout_ms=10000, validate_only=False), 4)
+        _set_quota(broker.port, "writer", "producer_byte_rate", 5000)
+        PD = ProduceRequest.TopicProduceData.PartitionProduceData
+        throttles = []
+        for _ in range(20):
+            req = ProduceRequest(transactional_id=None, acks=1, timeout_ms=5000, topic_data=[
+                ProduceRequest.TopicProduceData(name="q", partition_data=[PD(
+                    index=0, records=build_batch([Record(0, None, b"x" * 10_000)]))])])
+            throttles.append(w.call(req, 7).throttle_time_ms)
+    finally:
+        w.close()
+    assert any(t > 0 for t in throttles), throttles
+
+
+def test_client_quotas_false_turns_them_off(broker_without_quotas: ServedBroker) -> None:
+    _set_quota(broker_without_quotas.port, "greedy", "request_percentage", 0.01)
+    assert all(t == 0 for t, _ in _metadata_flood(broker_without_quotas.port, 300))
