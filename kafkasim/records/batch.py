@@ -459,9 +459,9 @@ class Record:
     offset_delta: int | None = None
 
 
-@dataclass(frozen=True, slots=True)
-class DecodedRecord:
-    """A record read back, with absolute offset and the timestamp Kafka reports."""
+class DecodedRecord(NamedTuple):
+    """A record read back, with absolute offset and the timestamp Kafka reports. A named tuple
+    (like BatchHeader): one is made per record a consumer, follower check or checker reads."""
 
     offset: int
     timestamp_ms: int
