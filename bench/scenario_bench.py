@@ -17,7 +17,9 @@ this, ...) so that load from other work on the machine falls on both alike.
                                    [--suite-seeds 2] [--suite-repeats 1] [--jobs 2] [--no-suite]
 
 Every run of this checkout must pass (a fast wrong answer is worth nothing); the same seed gives
-the same trace hash on both sides only if the change kept the trace (printed, not required).
+the same trace hash on both sides only if the change kept the trace (printed, not required). The
+default baseline still runs on simpy, which kafkasim itself no longer depends on: `pip install
+'simpy>=4.1,<5'` to measure against it.
 Reports go to a temporary directory that is removed afterwards.
 """
 
@@ -84,14 +86,17 @@ def failover_side(tree: str, seeds: int, out: str) -> list[dict[str, Any]]:
     return rows
 
 
-def suite_side(tree: str, seeds: int, jobs: int, out: str) -> tuple[float, int, bool]:
-    """(wall seconds, runs, all passed) of one sweep over ROOT's scenarios."""
+def suite_side(tree: str, seeds: int, jobs: int, out: str) -> tuple[float, int, int, bool]:
+    """(wall seconds, runs asked, runs finished, all passed) of one sweep over ROOT's scenarios.
+    Finished runs are those that wrote a run.json: an older baseline refuses scenario files
+    newer than itself at once, and its runs/minute would count runs it never made."""
     start = time.perf_counter()
     proc = _run_side(tree, ["-m", "kafkasim.cli", "sweep", os.path.join(ROOT, "scenarios"), "--seeds",
                             f"1-{seeds}", "--jobs", str(jobs), "--out", out])
     wall = time.perf_counter() - start
     runs = sum(1 for f in os.listdir(os.path.join(ROOT, "scenarios")) if f.endswith(".toml")) * seeds
-    return wall, runs, proc.returncode == 0
+    finished = sum(1 for _, _, files in os.walk(out) if "run.json" in files)
+    return wall, runs, finished, proc.returncode == 0
 
 
 def _med(rows: list[dict[str, Any]], key: str) -> float:
@@ -149,18 +154,26 @@ def main() -> None:
         if args.no_suite:
             return
         walls: dict[str, list[float]] = {"baseline": [], "this": []}
+        finished: dict[str, int] = {"baseline": 0, "this": 0}
         runs = 0
         for i in range(args.suite_repeats):
             for name, tree in (("baseline", base), ("this", ROOT)):
-                wall, runs, ok = suite_side(tree, args.suite_seeds, args.jobs, os.path.join(out, f"s-{name}-{i}"))
+                wall, runs, done, ok = suite_side(tree, args.suite_seeds, args.jobs,
+                                                  os.path.join(out, f"s-{name}-{i}"))
                 if not ok and name == "this":
                     raise SystemExit("this checkout failed a suite run")
                 walls[name].append(wall)
+                finished[name] = done
         per_min = {k: runs / statistics.median(v) * 60 for k, v in walls.items()}
         print(f"suite (kafkasim sweep scenarios/ --seeds 1-{args.suite_seeds} --jobs {args.jobs}: {runs} runs), "
               f"median of {args.suite_repeats}:")
-        print(f"  baseline {per_min['baseline']:7.1f} runs/minute, this {per_min['this']:7.1f} runs/minute, "
-              f"this/baseline {per_min['this'] / per_min['baseline']:.2f}")
+        if finished["baseline"] < runs:
+            print(f"  baseline: only {finished['baseline']} of {runs} runs finished (scenario files it cannot "
+                  f"run): no comparable figure")
+            print(f"  this {per_min['this']:7.1f} runs/minute")
+        else:
+            print(f"  baseline {per_min['baseline']:7.1f} runs/minute, this {per_min['this']:7.1f} runs/minute, "
+                  f"this/baseline {per_min['this'] / per_min['baseline']:.2f}")
     finally:
         subprocess.run(["git", "-C", ROOT, "worktree", "remove", "--force", base], capture_output=True)
         shutil.rmtree(out, ignore_errors=True)

@@ -158,6 +158,13 @@ class ProduceApi:
         refused, guard = verified
         if refused is not None:
             return _verification_refused(self.rt, topic, pd.index, refused), None
+        if self.rt.buggify("produce.not_leader.spurious"):
+            # As a Produce that raced a leadership change and its reversal sees it: refused before
+            # anything is appended; the producer refreshes its metadata and retries the batch.
+            self.rt.trace("produce_refused", topic=topic, partition=pd.index, error=E.NOT_LEADER_OR_FOLLOWER,
+                          reason="buggify")
+            return PR(index=pd.index, error_code=E.NOT_LEADER_OR_FOLLOWER, base_offset=-1, log_append_time_ms=-1,
+                      log_start_offset=-1, record_errors=[], error_message=None), None
         res = await self.replica_manager.append_records(topic, pd.index, pd.records, acks, verification_guard=guard)
         self.rt.trace("produce", topic=topic, partition=pd.index, error=res.error_code,
                       base_offset=res.base_offset, records=res.info.record_count if res.info else 0)

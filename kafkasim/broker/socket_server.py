@@ -278,7 +278,9 @@ async def write_response(stream: Stream, api_key: int, api_version: int, correla
     parts: list[Any] = []
     ResponseHeader(correlation_id=correlation_id).write(parts.append, A.response_header_version(api_key, api_version))
     body.write(parts.append, api_version)
-    size = sum(p.nbytes if type(p) is memoryview else len(p) for p in parts)
+    size = 0
+    for p in parts:  # a loop, not sum(genexpr): a response has dozens of parts
+        size += p.nbytes if type(p) is memoryview else len(p)
     pending: list[Any] = [_SIZE.pack(size)]
     for p in parts:
         if isinstance(p, FileRecords):

@@ -35,7 +35,7 @@ from kafkasim.harness.txn_pipeline import spawn_txn_workload
 from kafkasim.harness.workload import History, run_consumer, run_producer
 from kafkasim.protocol import errors as E
 from kafkasim.runtime import seeded_bugs
-from kafkasim.runtime.sim.kernel import Owner
+from kafkasim.runtime.sim.kernel import Owner, fewer_collections
 from kafkasim.runtime.sim.world import SimWorld
 
 BROKER_PORT = 9092
@@ -180,7 +180,7 @@ def run_scenario(scenario: Scenario, seed: int, out_dir: str | None = None,
     wall_start = wall_seconds()
     last_fault_ms = max((f.end_ms for f in scenario.faults), default=0.0)
     deadline = min(scenario.duration_ms, last_fault_ms + scenario.liveness_ms)
-    with open(os.path.join(out_dir, "trace.jsonl"), "w") as trace_out:
+    with open(os.path.join(out_dir, "trace.jsonl"), "w") as trace_out, fewer_collections():
         world, finals, cluster = build_world(scenario, seed, trace_out, history, bugs)
         eyes = GodsEye(world, cluster)  # recovery and invariant checks while the run goes
         if world.seeded_bugs:  # a run with seeded bugs says so in its trace, not only in run.json

@@ -58,6 +58,7 @@ import struct
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from enum import IntEnum
+from typing import NamedTuple
 
 from . import compression as _compression
 from .compression import CompressionType, codec_of
@@ -161,9 +162,9 @@ def _increment_sequence(sequence: int, increment: int) -> int:
     return sequence + increment
 
 
-@dataclass(frozen=True, slots=True)
-class BatchHeader:
-    """The 61-byte header of a v2 batch, every field as stored."""
+class BatchHeader(NamedTuple):
+    """The 61-byte header of a v2 batch, every field as stored. A named tuple rather than a
+    frozen dataclass: one is made per batch walked, and a tuple is built ~5x faster."""
 
     base_offset: int
     batch_length: int
@@ -236,6 +237,9 @@ class BatchHeader:
         return _increment_sequence(self.base_sequence, self.last_offset_delta)
 
 
+_make_header = BatchHeader._make
+
+
 def peek_magic(buf: Buffer, pos: int = 0) -> int:
     """Magic byte of the batch/message at ``pos`` (byte 16 in every format)."""
     if len(buf) - pos < HEADER_SIZE_UP_TO_MAGIC:
@@ -257,7 +261,7 @@ def read_header(buf: Buffer, pos: int = 0) -> BatchHeader:
         raise CorruptRecordError(
             CorruptReason.TRUNCATED, "fewer than 61 bytes of batch header", pos
         )
-    return BatchHeader(*_HEADER.unpack_from(buf, pos))
+    return _make_header(_HEADER.unpack_from(buf, pos))
 
 
 def _check_frame(buf: Buffer, pos: int, max_batch_size: int | None) -> int:
@@ -316,7 +320,7 @@ def validate_batch(
     (``DefaultRecordBatch.ensureValid`` does not either).
     """
     size = _check_frame(buf, pos, max_batch_size)
-    header = BatchHeader(*_HEADER.unpack_from(buf, pos))
+    header = _make_header(_HEADER.unpack_from(buf, pos))
     computed = crc32c(memoryview(buf)[pos + ATTRIBUTES_OFFSET : pos + size])
     if computed != header.crc:
         raise CorruptRecordError(
@@ -388,7 +392,7 @@ class BatchIterator:
             header = validate_batch(buf, pos, max_batch_size=self._max)
         else:
             _check_frame(buf, pos, self._max)
-            header = BatchHeader(*_HEADER.unpack_from(buf, pos))
+            header = _make_header(_HEADER.unpack_from(buf, pos))
         self.position = pos + header.batch_length + LOG_OVERHEAD
         return pos, header
 
@@ -455,9 +459,9 @@ class Record:
     offset_delta: int | None = None
 
 
-@dataclass(frozen=True, slots=True)
-class DecodedRecord:
-    """A record read back, with absolute offset and the timestamp Kafka reports."""
+class DecodedRecord(NamedTuple):
+    """A record read back, with absolute offset and the timestamp Kafka reports. A named tuple
+    (like BatchHeader): one is made per record a consumer, follower check or checker reads."""
 
     offset: int
     timestamp_ms: int

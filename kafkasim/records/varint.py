@@ -151,11 +151,19 @@ def decode_unsigned_varlong(buf: Buffer, pos: int = 0) -> tuple[int, int]:
 
 def decode_varint(buf: Buffer, pos: int = 0) -> tuple[int, int]:
     """ZigZag varint (int32) at ``pos`` -> ``(value, new_pos)``."""
+    if pos < len(buf):  # one byte (-64..63: most lengths and deltas), without the general loop
+        b = buf[pos]
+        if b < 0x80:
+            return (b >> 1) ^ -(b & 1), pos + 1
     raw, pos = _decode_unsigned(buf, pos, MAX_VARINT_BYTES, _MASK32)
     return (raw >> 1) ^ -(raw & 1), pos
 
 
 def decode_varlong(buf: Buffer, pos: int = 0) -> tuple[int, int]:
     """ZigZag varlong (int64) at ``pos`` -> ``(value, new_pos)``."""
+    if pos < len(buf):
+        b = buf[pos]
+        if b < 0x80:
+            return (b >> 1) ^ -(b & 1), pos + 1
     raw, pos = _decode_unsigned(buf, pos, MAX_VARLONG_BYTES, _MASK64)
     return (raw >> 1) ^ -(raw & 1), pos

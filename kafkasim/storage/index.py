@@ -126,6 +126,8 @@ class AbstractIndex:
         pass
 
     def _truncate_to_entries(self, n: int) -> None:
+        if n == 0 and self._buf is None:
+            self._buf = bytearray()  # dropping everything: no need to read it first
         data = self._data()
         del data[n * self.ENTRY_SIZE:]
         self._entries = n

@@ -205,9 +205,24 @@ class LogSegment:
     def translate_offset(self, offset: int, starting_position: int = 0) -> BatchInfo | None:
         """The first batch whose last offset is >= offset (searching from the index entry)."""
         _, position = self.offset_index.lookup(offset)
-        for b in self.batches(max(position, starting_position)):
-            if b.last_offset >= offset:
-                return b
+        # batches()'s walk, inlined: a fetch passes ~10 batches between two index entries, and
+        # only the one answered is worth a BatchInfo.
+        pos = max(position, starting_position)
+        stop = self.log.size()
+        chunk, chunk_start = b"", pos
+        while pos + LOG_OVERHEAD <= stop:
+            i = pos - chunk_start
+            if i + HEADER_PREFIX > len(chunk):
+                chunk, chunk_start, i = self.log.read(pos, min(SCAN_CHUNK_BYTES, stop - pos)), pos, 0
+                if len(chunk) < HEADER_PREFIX:
+                    return None
+            base, length, epoch, _magic, _crc, _attr, lod, _bts, max_ts = _HDR.unpack_from(chunk, i)
+            size = length + LOG_OVERHEAD
+            if length < MIN_BATCH_LENGTH or pos + size > stop:
+                return None
+            if base + lod >= offset:
+                return BatchInfo(pos, base, size, base + lod, max_ts, epoch)
+            pos += size
         return None
 
     def read(self, start_offset: int, max_size: int, max_position: int | None,

@@ -43,6 +43,7 @@ PINS: dict[str, tuple[str, int]] = {
     "replica_fetcher.slow": ("bit-rot", 2),
     "controller.elect.slow": ("broker-kill-restart", 8),
     "leader_and_isr.slow": ("broker-kill-restart", 1),
+    "produce.not_leader.spurious": ("broker-kill-restart", 1),
     "alter_partition.slow": ("unclean-election", 5),
     "consumer.heartbeat.early": ("coordinator-failover-commits", 5),
     "group.load.short_read": ("coordinator-failover-commits", 5),

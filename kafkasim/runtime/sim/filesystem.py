@@ -118,7 +118,9 @@ class SimFile:
         end = min(pos + n, self.size)
         if end <= pos:
             return b""
-        out = bytes(self.data[pos:end])
+        # One copy through a view (a bytearray slice is a copy, and bytes() of it another): the
+        # log walks segments in 64 KiB reads.
+        out = memoryview(self.data)[pos:end].tobytes()
         if len(out) < end - pos:
             out += bytes(end - pos - len(out))
         return out

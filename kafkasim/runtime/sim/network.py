@@ -160,7 +160,7 @@ class SimStream(Stream):
         end = 4 + size
         while len(buf) < end:
             await self._more()
-        out = bytes(buf[4:end])
+        out = memoryview(buf)[4:end].tobytes()  # one copy (a slice, then bytes of it, is two)
         del buf[:end]
         return out
 

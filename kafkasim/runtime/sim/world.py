@@ -43,6 +43,25 @@ T = TypeVar("T")
 SIM_EPOCH_MS = 1_767_225_600_000  # 2026-01-01T00:00:00Z: simulated wall clocks start here
 
 
+def _line_encoder() -> Callable[[Any], str]:
+    """json.dumps(record, sort_keys=True, separators=(",", ":")), the same text, made cheaper:
+    JSONEncoder.encode builds a new C encoder (and a float formatter) on every call; this builds
+    one for the run. Without the C accelerator, the plain encoder."""
+    plain = json.JSONEncoder(sort_keys=True, separators=(",", ":"))
+    make = getattr(json.encoder, "c_make_encoder", None)
+    if make is None:
+        return plain.encode
+    # (markers, default, encoder, indent, key_separator, item_separator, sort_keys, skipkeys,
+    # allow_nan): no circular-reference bookkeeping (a trace record is a flat dict of scalars
+    # and lists), ASCII output as ensure_ascii gives, NaN allowed as by default.
+    chunks = make(None, plain.default, json.encoder.encode_basestring_ascii, None, ":", ",", True, False, True)
+
+    def encode(record: Any) -> str:
+        return "".join(chunks(record, 0))
+
+    return encode
+
+
 class Trace:
     """Canonical JSON lines, hashed incrementally; optionally also written to a file."""
 
@@ -51,8 +70,7 @@ class Trace:
         self._out = out
         self.count = 0
 
-    # One encoder for every line: json.dumps with options builds a new JSONEncoder per call.
-    _encode = json.JSONEncoder(sort_keys=True, separators=(",", ":")).encode
+    _encode = staticmethod(_line_encoder())
 
     def emit(self, record: dict[str, Any]) -> None:
         line = self._encode(record) + "\n"
