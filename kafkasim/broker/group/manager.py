@@ -67,6 +67,7 @@ from kafkasim.records.batch import (
     parse_control_key,
 )
 from kafkasim.runtime.api import NodeRuntime
+from kafkasim.storage.producer_state import AppendOrigin
 
 GROUP_METADATA_TOPIC_NAME = "__consumer_offsets"
 OFFSET_COMMIT_KEY_VERSION = 1          # OffsetCommitKey.HIGHEST_SUPPORTED_VERSION
@@ -302,7 +303,8 @@ class GroupMetadataManager:
         if self._local_partition(partition) is None:
             return E.NOT_LEADER_OR_FOLLOWER, -1
         batch = build_batch(records)
-        result = await self.replica_manager.append_records(GROUP_METADATA_TOPIC_NAME, partition, batch)
+        result = await self.replica_manager.append_records(GROUP_METADATA_TOPIC_NAME, partition, batch,
+                                                           origin=AppendOrigin.COORDINATOR)
         if result.error_code != E.NONE:
             return result.error_code, -1
         if required_acks == -1:

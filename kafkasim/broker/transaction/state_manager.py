@@ -30,6 +30,7 @@ from kafkasim.broker.transaction.transaction_log import (
 )
 from kafkasim.protocol import errors as E
 from kafkasim.records.batch import Record, build_batch, decode_batch_records, iter_batches
+from kafkasim.storage.producer_state import AppendOrigin
 
 if TYPE_CHECKING:
     from kafkasim.broker.config import TransactionConfig
@@ -146,7 +147,8 @@ class TransactionStateManager:
             return E.NOT_LEADER_OR_FOLLOWER
         deadline = self.rt.monotonic_ms() + timeout_ms
         result = await self.replica_manager.append_records(TRANSACTION_STATE_TOPIC_NAME, partition,
-                                                           build_batch(records), -1)
+                                                           build_batch(records), -1,
+                                                           origin=AppendOrigin.COORDINATOR)
         if result.error_code != E.NONE or result.info is None:
             return result.error_code
         return await self.replica_manager.wait_for_replication(TRANSACTION_STATE_TOPIC_NAME, partition,
