@@ -909,6 +909,8 @@ class Log:
             gone = {id(s) for s in old}
             self._publish([s for s in self._segments if id(s) not in gone] + [new])
             self._delete_segment_files(old)
+            # UnifiedLog.replaceSegments: the snapshots of the replaced segments go too.
+            self._delete_producer_snapshots([s for s in old if s.base_offset != new.base_offset])
             new.change_file_suffixes(SWAP_SUFFIX, "")
             await self.fs.fsync_dir(self.dir)
 

@@ -305,3 +305,23 @@ def test_aborted_transactions_are_removed_and_never_shadow_committed_values() ->
     assert [(r[0], r[2]) for r in records if r[1] == b"k"] == [(0, b"committed")], (records, batches)
     assert batches == [(0, 1, False), (1, 0, False), (2, 1, True)]
     assert index_after == index_before and len(index_before) == 1
+
+
+def test_the_snapshots_of_segments_merged_away_are_deleted() -> None:
+    """UnifiedLog.replaceSegments deletes the producer snapshots of the segments a clean replaced
+    (as real Kafka 3.9.1 leaves a compacted partition: one snapshot, at the active segment)."""
+    async def body(rt: NodeRuntime, world: Any) -> Any:
+        manager, log = await _manager_with_log(rt, COMPACT)
+        for i in range(4):  # four segments, a snapshot at each roll
+            buf, _ = keyed_batch([(b"k", f"{i}".encode())], 1000 + i, producer_id=7, base_sequence=i)
+            _append_with_state(log, buf)
+            log.roll()
+        before = log.producer_state_manager.snapshot_offsets()
+        await _make_cleanable(manager, log)
+        await manager.clean_log(log)
+        await rt.sleep(log.config.file_delete_delay_ms + 1000)
+        return before, [s.base_offset for s in log.segments], log.producer_state_manager.snapshot_offsets()
+
+    before, bases, after = run_sim(body)
+    assert before == [1, 2, 3] and bases == [0, 4]
+    assert after == []  # 1-3 were the snapshots of segments merged into segment 0
