@@ -2,8 +2,9 @@
 kafka.server.ReplicaManager).
 
   becomeLeaderOrFollower  LeaderAndIsr from the controller: fenced by controller epoch (older ->
-                          STALE_CONTROLLER_EPOCH) and per partition by leader epoch (older ->
-                          STALE_CONTROLLER_EPOCH for that partition); leaders stop fetching and
+                          STALE_CONTROLLER_EPOCH) and per partition by leader epoch (not newer ->
+                          STALE_CONTROLLER_EPOCH for that partition, nothing applied; a topic id
+                          unlike the log's -> INCONSISTENT_TOPIC_ID); leaders stop fetching and
                           lead (Partition.make_leader), followers (re)start a fetcher to the
                           leader, Truncating first (replica_fetcher.py)
   stopReplicas            StopReplica: stop fetching, and with delete drop the partition and its log
@@ -252,9 +253,9 @@ class ReplicaManager:
                 errors[tp] = E.KAFKA_STORAGE_ERROR
                 continue
             p = self.partitions.get(tp)
-            current = p.leader_epoch if p is not None else -1
-            if st.leader_epoch < current:
-                errors[tp] = E.STALE_CONTROLLER_EPOCH
+            error = await self._check_leader_and_isr_epoch(p, item)
+            if error is not None:
+                errors[tp] = error
             elif self.broker_id not in st.replicas:
                 errors[tp] = E.UNKNOWN_TOPIC_OR_PARTITION
             else:
@@ -294,6 +295,27 @@ class ReplicaManager:
         self.fetcher_manager.remove_fetcher_for_partitions(sorted(fetch_states))
         self.fetcher_manager.add_fetcher_for_partitions(fetch_states)
         return E.NONE, errors
+
+    async def _check_leader_and_isr_epoch(self, p: Partition | None, item: LeaderAndIsrPartition) -> int | None:
+        """becomeLeaderOrFollower's per-partition checks (ZooKeeper mode): None when the state is
+        to be applied (a newer leader epoch), else the partition's error. Same leader epoch: the
+        state is not applied again — STALE_CONTROLLER_EPOCH, unless the request only brings the
+        topic id the log lacks (assigned, NONE) or, to a follower, drops one (NONE)."""
+        request_id = item.topic_id if item.topic_id != bytes(16) else None
+        log_id = p.log.topic_id if p is not None else None
+        if request_id is not None and log_id is not None and request_id != log_id:
+            return E.INCONSISTENT_TOPIC_ID
+        current = p.leader_epoch if p is not None else -1
+        if item.state.leader_epoch > current:
+            return None
+        if item.state.leader_epoch < current or p is None:
+            return E.STALE_CONTROLLER_EPOCH
+        if request_id is not None and log_id is None:
+            await p.log.write_partition_metadata(request_id)
+            return E.NONE
+        if request_id is None and log_id is not None and item.state.leader != self.broker_id:
+            return E.NONE
+        return E.STALE_CONTROLLER_EPOCH
 
     def _broker(self, broker_id: int, live_leaders: dict[int, Z.BrokerInfo]) -> Z.BrokerInfo | None:
         if broker_id < 0:

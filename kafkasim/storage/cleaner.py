@@ -4,7 +4,8 @@
    offset) to the first uncleanable offset = the lowest of the active segment's base, the high
    watermark, the first segment younger than min.compaction.lag.ms and — beyond Kafka — the
    base of the segment holding the checkpointed recovery point (so recovery, which only starts
-   there, never mistakes a cleaned gap between segments for a lost tail).
+   there, never mistakes a cleaned gap between segments for a lost tail) — rounded down, as
+   Kafka's LogToClean does, to the base of the segment holding it.
 2. Offset map: for every keyed record in the dirty range, key -> its latest offset (bounded by
    log.cleaner.dedupe.buffer.size, 24 bytes an entry as Kafka's SkimpyOffsetMap counts).
 3. Every segment below the end of the mapped range is rewritten, in groups that fit one segment
@@ -16,18 +17,18 @@
    is copied byte for byte; a filtered one is rebuilt with its base offset, last offset delta,
    producer id/epoch, base sequence, leader epoch and codec kept, so every batch keeps its last
    offset and the producer's last sequence; a batch left with no records is dropped unless it is
-   the last batch of its producer, which stays as an empty batch. Control batches are kept.
+   the last batch of its producer, which stays as an empty batch. Control batches: below.
 4. The first dirty offset becomes the end of the mapped range (cleaner-offset-checkpoint).
 
-Transactions (Kafka's CleanedTransactionMetadata, in part): the cleanable range ends at the
-first unstable offset (an undecided transaction is never cleaned); records of ABORTED
-transactions (by the log's txn indexes) never enter the offset map and are removed (their batch
-kept empty when it is its producer's last, for the sequence); the cleaned segment keeps the txn
-index entries of its sources. Not modelled yet: removing control batches once their transaction
-is fully cleaned and delete.retention.ms has passed (markers are kept for good).
-
-"Active producers" are approximated as every producer id in the log (Kafka asks its producer
-state manager, which forgets producers after producer.id.expiration.ms).
+Transactions (cleaner_txn.py, Kafka's CleanedTransactionMetadata): the cleanable range ends at
+the first unstable offset, so no undecided transaction and no marker above the last stable
+offset is ever cleaned. Records of ABORTED transactions never enter the offset map and are
+removed; a marker whose transaction has no batch left gets a delete horizon (delete.retention.ms)
+and is removed by the first clean past it; an ABORT marker that stays keeps its entry in the
+cleaned segment's txn index, one that goes takes it along. Whatever holds an active producer's
+last record stays (emptied if need be): its last data batch (the sequence) or, with no data
+batch in its state, its marker at its current epoch (the epoch, for fencing). "Active" is
+Kafka's: the producers of the log's producer state (expired ones are no longer there).
 """
 
 from __future__ import annotations
@@ -38,7 +39,6 @@ from dataclasses import dataclass, field
 from kafkasim.records.batch import (
     ATTRIBUTES_OFFSET,
     COMPRESSION_CODEC_MASK,
-    CONTROL_FLAG_MASK,
     CRC_OFFSET,
     DELETE_HORIZON_FLAG_MASK,
     LOG_APPEND_TIME,
@@ -54,9 +54,9 @@ from kafkasim.records.batch import (
 )
 from kafkasim.records.compression import CompressionType, compress
 from kafkasim.records.crc import crc32c
+from kafkasim.storage.cleaner_txn import BatchRetention, CleanedTransactionMetadata, LastRecord, RetentionDecision
 from kafkasim.storage.log import Log
 from kafkasim.storage.segment import LogSegment
-from kafkasim.storage.txn_index import AbortedTxn
 
 _HEADER = struct.Struct(">qiibIhiqqqhii")  # the 61-byte v2 batch header (records/batch.py)
 _UINT32 = struct.Struct(">I")
@@ -124,7 +124,11 @@ def cleanable_range(log: Log, checkpoint: int | None, now_ms: int) -> tuple[int,
             if s.base_offset >= first_dirty and s.largest_timestamp() > now_ms - lag:
                 candidates.append(s.base_offset)
                 break
-    return first_dirty, max(first_dirty, min(candidates))
+    # LogToClean (calculateCleanableBytes): the segment holding the uncleanable offset is not
+    # cleaned at all — cleaning rewrites whole segments, and part of that one is above the LSO.
+    uncleanable = min(candidates)
+    holding = [s.base_offset for s in segs if s.base_offset <= uncleanable]
+    return first_dirty, max(first_dirty, holding[-1] if holding else uncleanable)
 
 
 def dirty_ratio(log: Log, first_dirty: int, first_uncleanable: int) -> float:
@@ -137,55 +141,71 @@ def dirty_ratio(log: Log, first_dirty: int, first_uncleanable: int) -> float:
 class Cleaner:
     def __init__(self, config: CleanerConfig) -> None:
         self.config = config
-        self.aborted = AbortedBatches([])
 
     async def clean(self, log: Log, first_dirty: int, first_uncleanable: int, now_ms: int) -> CleanResult:
         """Cleaner.doClean over [first_dirty, first_uncleanable)."""
         result = CleanResult(first_dirty, first_dirty)
         if first_uncleanable <= first_dirty:
             return result
-        self.aborted = AbortedBatches(log.collect_aborted_transactions(0, log.log_end_offset))
         offset_map = self.build_offset_map(log, first_dirty, first_uncleanable, result)
         end = offset_map.latest_offset + 1
         result.end_offset = max(first_dirty, end)
-        active_producers = last_batches_of_producers(log)
+        txns = CleanedTransactionMetadata()  # carried from group to group
+        last_records = last_records_of_active_producers(log)
         for group in group_segments_by_size(log.segments_in(0, end), log.config.segment_bytes,
                                             log.config.segment_index_bytes, first_uncleanable):
-            await self.clean_segments(log, group, offset_map, now_ms, active_producers, result)
+            await self.clean_segments(log, group, offset_map, now_ms, txns, last_records, result)
             result.groups.append([s.base_offset for s in group])
         return result
 
     def build_offset_map(self, log: Log, start: int, end: int, result: CleanResult) -> OffsetMap:
         offset_map = OffsetMap(self.config.max_map_entries)
+        txns = CleanedTransactionMetadata()
+        txns.add_aborted_transactions(log.collect_aborted_transactions(start, end))
         dirty = log.segments_in(start, end)
         for i, seg in enumerate(dirty):
             next_start = dirty[i + 1].base_offset if i + 1 < len(dirty) else end
-            _, position = seg.offset_index.lookup(start)
-            for b in seg.batches(position):
-                if b.base_offset >= next_start:
-                    break
-                data = seg.log.read(b.position, b.size)
-                h = read_header(data)
-                if not h.is_control and not self.aborted.holds(h):
-                    for rec in decode_batch_records(data, 0, validate=False):
-                        if rec.key is not None and rec.offset >= start:
-                            if not offset_map.put(rec.key, rec.offset):
-                                return offset_map
-                        result.records_read += 1
-                if b.last_offset >= start:
-                    offset_map.latest_offset = max(offset_map.latest_offset, b.last_offset)
+            if not self.map_segment(seg, start, next_start, offset_map, txns, result):
+                return offset_map
             offset_map.latest_offset = max(offset_map.latest_offset, next_start - 1)
         return offset_map
 
+    def map_segment(self, seg: LogSegment, start: int, next_start: int, offset_map: OffsetMap,
+                    txns: CleanedTransactionMetadata, result: CleanResult) -> bool:
+        """Cleaner.buildOffsetMapForSegment: False once the map is full. An aborted
+        transaction's records never enter the map (they must not shadow a committed value)."""
+        _, position = seg.offset_index.lookup(start)
+        for b in seg.batches(position):
+            if b.base_offset >= next_start:
+                break
+            data = seg.log.read(b.position, b.size)
+            h = read_header(data)
+            if h.is_control:
+                txns.on_control_batch_read(h, data)
+            elif not txns.on_batch_read(h):
+                for rec in decode_batch_records(data, 0, validate=False):
+                    if rec.key is not None and rec.offset >= start:
+                        if not offset_map.put(rec.key, rec.offset):
+                            return False
+                    result.records_read += 1
+            if b.last_offset >= start:
+                offset_map.latest_offset = max(offset_map.latest_offset, b.last_offset)
+        return True
+
     async def clean_segments(self, log: Log, group: list[LogSegment], offset_map: OffsetMap, now_ms: int,
-                             active_producers: dict[int, int], result: CleanResult) -> None:
+                             txns: CleanedTransactionMetadata, last_records: dict[int, LastRecord],
+                             result: CleanResult) -> None:
+        """Cleaner.cleanSegments: the group into one .cleaned segment, swapped in. Its txn index
+        gets only the aborted transactions whose marker is kept with data left (CleanedTransactionMetadata)."""
         cleaned = log.create_cleaned_segment(group[0].base_offset)
+        txns.cleaned_index = cleaned.txn_index
         try:
-            for seg in group:
+            for i, seg in enumerate(group):
+                # From the whole segment's range: the new segment's txn index is rebuilt from them.
+                upper = group[i + 1].base_offset if i + 1 < len(group) else seg.read_next_offset()
+                txns.add_aborted_transactions(log.collect_aborted_transactions(seg.base_offset, upper))
                 self.clean_into(seg, cleaned, offset_map, now_ms, log.config.delete_retention_ms,
-                                active_producers, result)
-                for txn in seg.txn_index.all_aborted_txns():  # every marker is kept: so are its entries
-                    cleaned.txn_index.append(txn)
+                                txns, last_records, result)
             cleaned.on_become_inactive_segment()
             await cleaned.flush()
             cleaned.last_modified_ms = group[-1].last_modified_ms
@@ -196,59 +216,44 @@ class Cleaner:
             raise
 
     def clean_into(self, source: LogSegment, dest: LogSegment, offset_map: OffsetMap, now_ms: int,
-                   delete_retention_ms: int, active_producers: dict[int, int], result: CleanResult) -> None:
+                   delete_retention_ms: int, txns: CleanedTransactionMetadata, last_records: dict[int, LastRecord],
+                   result: CleanResult) -> None:
         for b in source.batches(0):
             data = source.log.read(b.position, b.size)
             h = read_header(data)
-            out = filter_batch(data, h, offset_map, now_ms, delete_retention_ms, active_producers, result,
-                               aborted=self.aborted.holds(h))
+            decision = txns.check_batch_retention(h, data, now_ms, last_records)
+            out = filter_batch(data, h, decision, offset_map, now_ms, delete_retention_ms, result)
             if out is None:
                 continue
             oh = read_header(out)
             dest.append(oh.last_offset, oh.max_timestamp, oh.last_offset, out, dest.last_modified_ms)
 
 
-def filter_batch(data: bytes, h: BatchHeader, offset_map: OffsetMap, now_ms: int, delete_retention_ms: int,
-                 active_producers: dict[int, int], result: CleanResult, aborted: bool = False) -> bytes | None:
+def filter_batch(data: bytes, h: BatchHeader, decision: RetentionDecision, offset_map: OffsetMap, now_ms: int,
+                 delete_retention_ms: int, result: CleanResult) -> bytes | None:
     """MemoryRecords.filterTo for one batch with the cleaner's RecordFilter: the batch to
-    write (the original bytes, a rebuilt batch, an empty batch) or None to drop it. An aborted
-    transaction's batch loses every record (Cleaner.shouldDiscardBatch)."""
-    if h.is_control:
-        return data
-    records = [] if aborted else decode_batch_records(data, 0, validate=False)
+    write (the original bytes, a rebuilt batch, an empty batch) or None to drop it."""
+    if decision.retention == BatchRetention.DELETE:
+        return None
+    records = [] if decision.discard_records else decode_batch_records(data, 0, validate=False)
     horizon = h.delete_horizon_ms
     kept: list[DecodedRecord] = []
     tombstones = False
     for rec in records:
-        if should_retain(rec, horizon, offset_map, now_ms):
+        if h.is_control or should_retain(rec, horizon, offset_map, now_ms):
             kept.append(rec)
             tombstones |= rec.value is None
     result.records_kept += len(kept)
     if kept:
-        need_horizon = tombstones and horizon is None
+        need_horizon = (tombstones or decision.marker_for_empty_txn) and horizon is None
         if len(kept) == len(records) and not need_horizon:
             return data
         new_horizon = now_ms + delete_retention_ms if need_horizon else horizon
         return rebuild_batch(h, kept, new_horizon)
-    if h.has_producer_id and active_producers.get(h.producer_id) == h.last_offset:
+    if decision.retention == BatchRetention.RETAIN_EMPTY:
         result.batches_emptied += 1
         return empty_batch_like(h)
     return None
-
-
-class AbortedBatches:
-    """Which transactional batches belong to an aborted transaction: those of its producer from
-    its first offset up to its ABORT marker."""
-
-    def __init__(self, txns: list[AbortedTxn]) -> None:
-        self.ranges: dict[int, list[tuple[int, int]]] = {}
-        for t in txns:
-            self.ranges.setdefault(t.producer_id, []).append((t.first_offset, t.last_offset))
-
-    def holds(self, h: BatchHeader) -> bool:
-        if not h.is_transactional or h.is_control:
-            return False
-        return any(first <= h.base_offset < last for first, last in self.ranges.get(h.producer_id, ()))
 
 
 def should_retain(rec: DecodedRecord, horizon: int | None, offset_map: OffsetMap, now_ms: int) -> bool:
@@ -281,9 +286,10 @@ def rebuild_batch(h: BatchHeader, kept: list[DecodedRecord], delete_horizon_ms: 
 
 
 def empty_batch_like(h: BatchHeader) -> bytes:
-    """DefaultRecordBatch.writeEmptyHeader: no records, same offsets, producer and sequence."""
+    """DefaultRecordBatch.writeEmptyHeader: no records, same offsets, producer, sequence and
+    transactional/control bits; no codec, no delete horizon, baseTimestamp NO_TIMESTAMP (-1)."""
     attributes = h.attributes & (COMPRESSION_CODEC_MASK ^ 0xFFFF) & ~DELETE_HORIZON_FLAG_MASK
-    return assemble(h, attributes=attributes, base_timestamp=h.max_timestamp, max_timestamp=h.max_timestamp,
+    return assemble(h, attributes=attributes, base_timestamp=-1, max_timestamp=h.max_timestamp,
                     records_count=0, body=b"")
 
 
@@ -298,18 +304,11 @@ def assemble(h: BatchHeader, *, attributes: int, base_timestamp: int, max_timest
     return bytes(out)
 
 
-def last_batches_of_producers(log: Log) -> dict[int, int]:
-    """producer id -> last offset of its last batch in the log (control batches excluded)."""
-    out: dict[int, int] = {}
-    for seg in log.segments:
-        for b in seg.batches(0):
-            head = seg.log.read(b.position, RECORD_BATCH_OVERHEAD)
-            if len(head) < RECORD_BATCH_OVERHEAD:
-                continue
-            h = read_header(head)
-            if h.has_producer_id and not (h.attributes & CONTROL_FLAG_MASK):
-                out[h.producer_id] = b.last_offset
-    return out
+def last_records_of_active_producers(log: Log) -> dict[int, LastRecord]:
+    """UnifiedLog.lastRecordsOfActiveProducers: from the producer state (expired producers are
+    no longer in it, so their batches may all go)."""
+    return {pid: LastRecord(e.last_data_offset if e.last_data_offset >= 0 else None, e.producer_epoch)
+            for pid, e in log.producer_state_manager.producers.items()}
 
 
 def group_segments_by_size(segments: list[LogSegment], max_size: int, max_index_size: int,

@@ -58,7 +58,7 @@ from kafkasim.storage.checkpoints import PARTITION_METADATA, PartitionMetadataFi
 from kafkasim.storage.epoch import LeaderEpochFileCache
 from kafkasim.storage.file_records import FileRecords
 from kafkasim.storage.index import CorruptIndexError
-from kafkasim.storage.producer_state import ProducerStateManager
+from kafkasim.storage.producer_state import DEFAULT_PRODUCER_ID_EXPIRATION_MS, ProducerStateManager
 from kafkasim.storage.scheduler import Scheduler, SerialQueue
 from kafkasim.storage.segment import (
     CLEANED_SUFFIX,
@@ -180,6 +180,7 @@ class Log:
         # The idempotent producers' state (UnifiedLog.producerStateManager): rebuilt from its
         # snapshots and the log by load(), and again after every truncation.
         self.producer_state_manager = ProducerStateManager(self)
+        self.producer_id_expiration_ms = DEFAULT_PRODUCER_ID_EXPIRATION_MS  # the broker's (LogManager)
 
     # ---------------------------------------------------------------- the segment list
     @property
@@ -273,9 +274,11 @@ class Log:
     @classmethod
     async def load(cls, rt: NodeRuntime, dir_path: str, config: LogConfig, *, recovery_point: int = 0,
                    log_start_offset: int = 0, had_clean_shutdown: bool = False,
-                   on_failure: Callable[[Log, BaseException], None] | None = None) -> Log:
+                   on_failure: Callable[[Log, BaseException], None] | None = None,
+                   producer_id_expiration_ms: int = DEFAULT_PRODUCER_ID_EXPIRATION_MS) -> Log:
         """Open a log directory (creating it when missing), recovering it if needed."""
         log = cls(rt, dir_path, config, on_failure)
+        log.producer_id_expiration_ms = producer_id_expiration_ms
         log.checkpointed_recovery_point = recovery_point
         with log._io("loading log"):
             rt.fs.mkdir(dir_path)
@@ -934,6 +937,8 @@ class Log:
             gone = {id(s) for s in old}
             self._publish([s for s in self._segments if id(s) not in gone] + [new])
             self._delete_segment_files(old)
+            # UnifiedLog.replaceSegments: the snapshots of the replaced segments go too.
+            self._delete_producer_snapshots([s for s in old if s.base_offset != new.base_offset])
             new.change_file_suffixes(SWAP_SUFFIX, "")
             await self.fs.fsync_dir(self.dir)
 
@@ -944,6 +949,10 @@ class Log:
             return
         self.closed = True
         self.scheduler.shutdown()
+        try:  # UnifiedLog.close: a snapshot at the log end offset, so a restart replays nothing
+            self.producer_state_manager.take_snapshot()
+        except OSError:
+            pass  # none then: the restart rebuilds the state from the log
         for seg in self._segments:
             try:
                 seg.close()

@@ -113,7 +113,8 @@ class LogDirMover:
         self.fs.rename(fut.dir, final)
         await self.fs.fsync_dir(fut.log_dir)
         new = await Log.load(self.rt, final, log.config, recovery_point=0, log_start_offset=log.log_start_offset,
-                             had_clean_shutdown=False, on_failure=log.on_failure)
+                             had_clean_shutdown=False, on_failure=log.on_failure,
+                             producer_id_expiration_ms=log.producer_id_expiration_ms)
         if not self._still_current(fut, log):
             new.close()
             fut.dir = final

@@ -206,7 +206,8 @@ class LogManager:
         log = await Log.load(self.rt, self._path(f"{tp[0]}-{tp[1]}", log_dir), config or self.default_config,
                              recovery_point=self._recovery_points.get(tp, 0),
                              log_start_offset=self._log_start_offsets.get(tp, 0),
-                             had_clean_shutdown=had_clean_shutdown, on_failure=self._on_log_failure)
+                             had_clean_shutdown=had_clean_shutdown, on_failure=self._on_log_failure,
+                             producer_id_expiration_ms=self.config.producer_id_expiration_ms)
         # The high watermark checkpoint is kept for the replication layer (Partition owns the
         # high watermark; with one replica it is the log end offset, which the log reports
         # until someone calls update_high_watermark).

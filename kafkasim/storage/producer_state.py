@@ -86,7 +86,11 @@ A late transaction (`hasLateTransaction`, behind Kafka's PartitionsWithLateTrans
 metric): the producer of the oldest ongoing transaction last wrote more than
 transaction.max.timeout.ms + 5 minutes ago — the coordinator should have aborted it by then.
 
-Not modelled: expired producers skipped when a snapshot is loaded.
+Loading a snapshot skips the producers expired by then (`loadFromSnapshot` with
+`isProducerExpired`: no transaction ongoing and last timestamp producer.id.expiration.ms old at
+the load's clock), so a broker down for longer than that forgets them at once; the producers
+rebuilt from the batches replayed after the snapshot are kept whatever their age (as in Kafka;
+the periodic check removes them later).
 """
 
 from __future__ import annotations
@@ -116,6 +120,7 @@ INT32_MAX = 0x7FFFFFFF
 LONG_MAX = 2**63 - 1
 SNAPSHOT_SUFFIX = ".snapshot"
 LATE_TRANSACTION_BUFFER_MS = 5 * 60 * 1000
+DEFAULT_PRODUCER_ID_EXPIRATION_MS = 86_400_000  # producer.id.expiration.ms
 PRODUCER_SNAPSHOT_VERSION = 1
 _SNAPSHOT_HEADER = struct.Struct(">hIi")        # version, crc, entry count
 _SNAPSHOT_ENTRY = struct.Struct(">qhiqiqiq")    # 46 bytes, fields as in the layout above
@@ -387,7 +392,7 @@ class ProducerStateManager:
     def load(cls, log: Log) -> ProducerStateManager:
         psm = cls(log)
         psm._segment_base = psm._active_segment_base()
-        psm._truncate_and_reload(log.log_start_offset, log.log_end_offset)
+        psm._truncate_and_reload(log.log_start_offset, log.log_end_offset, log.rt.now_ms())
         psm._replay(max(psm.last_map_offset, log.log_start_offset), log.log_end_offset)
         psm.last_map_offset = log.log_end_offset
         psm.take_snapshot()
@@ -404,7 +409,7 @@ class ProducerStateManager:
             return
         first = min(bases)
         psm = cls(log)
-        psm._load_latest_snapshot(log.log_start_offset, first)
+        psm._load_latest_snapshot(log.log_start_offset, first, log.rt.now_ms())
         psm._replay(max(psm.last_map_offset, log.log_start_offset), first)
 
         def on_completed(txn: CompletedTxn, lso: int) -> None:
@@ -422,14 +427,15 @@ class ProducerStateManager:
                 offsets.append(int(stem))
         return sorted(offsets)
 
-    def _truncate_and_reload(self, log_start: int, log_end: int) -> None:
+    def _truncate_and_reload(self, log_start: int, log_end: int, now_ms: float) -> None:
         for off in self.snapshot_offsets():
             if off > log_end or off <= log_start:
                 self._delete_snapshot(off)
-        self._load_latest_snapshot(log_start, log_end)
+        self._load_latest_snapshot(log_start, log_end, now_ms)
 
-    def _load_latest_snapshot(self, log_start: int, upto: int) -> None:
-        """The state of the latest valid snapshot in (log_start, upto] (corrupt ones deleted)."""
+    def _load_latest_snapshot(self, log_start: int, upto: int, now_ms: float) -> None:
+        """The state of the latest valid snapshot in (log_start, upto] (corrupt ones deleted),
+        without the producers expired at `now_ms` (ProducerStateManager.loadFromSnapshot)."""
         self.producers, self.ongoing_txns, self.unreplicated_txns = {}, {}, {}
         self.last_map_offset = self.last_snap_offset = log_start
         for off in reversed(self.snapshot_offsets()):
@@ -441,7 +447,8 @@ class ProducerStateManager:
                 self._delete_snapshot(off)
                 continue
             for e in entries:
-                self._load_entry(e)
+                if not self.is_producer_expired(e, now_ms):
+                    self._load_entry(e)
             self.last_map_offset = self.last_snap_offset = off
             self.loaded_snapshot_offset = off
             return
@@ -535,10 +542,14 @@ class ProducerStateManager:
         entry.maybe_update_lowest_sequence_and_epoch(sequence, epoch)
         return entry
 
+    def is_producer_expired(self, entry: ProducerStateEntry, now_ms: float, expiration_ms: int | None = None) -> bool:
+        """ProducerStateManager.isProducerExpired (by producer.id.expiration.ms unless given)."""
+        limit = self._log.producer_id_expiration_ms if expiration_ms is None else expiration_ms
+        return entry.current_txn_first_offset < 0 and now_ms - entry.last_timestamp >= limit
+
     def remove_expired_producers(self, now_ms: float, expiration_ms: int) -> list[int]:
         """ProducerStateManager.removeExpiredProducers: the producer ids removed."""
-        expired = sorted(pid for pid, e in self.producers.items()
-                         if e.current_txn_first_offset < 0 and now_ms - e.last_timestamp >= expiration_ms)
+        expired = sorted(pid for pid, e in self.producers.items() if self.is_producer_expired(e, now_ms, expiration_ms))
         for pid in expired:
             del self.producers[pid]
         for pid in [pid for pid, v in self.verification_states.items() if now_ms - v.timestamp_ms >= expiration_ms]:

@@ -125,7 +125,19 @@ def test_tombstones_stay_delete_retention_ms_then_go() -> None:
     assert third == [(1, b"b", b"1"), (3, b"c", b"1"), (5, b"d", b"1")]  # the tombstone went, and d's first value
 
 
-def test_a_producers_last_batch_stays_as_an_empty_batch() -> None:
+def _append_with_state(log: Log, buf: bytearray, origin: str = "CLIENT") -> None:
+    """Append as a Partition does: through the producer state (analyze, append, on_append)."""
+    from kafkasim.storage.producer_state import AppendOrigin
+    hs = list(iter_batches(buf))
+    psm = log.producer_state_manager
+    assert psm.analyze_append(hs, log.log_end_offset, AppendOrigin[origin], buf) is None
+    psm.on_append(log.append_as_leader(buf, hs, 1))
+
+
+@pytest.mark.parametrize("expired", [False, True])
+def test_a_producers_last_batch_stays_as_an_empty_batch(expired: bool) -> None:
+    """Only for a producer the producer state still has (Kafka's lastRecordsOfActiveProducers):
+    once it expired, all its batches may go."""
     async def body(rt: NodeRuntime, world: Any) -> Any:
         manager, log = await _manager_with_log(rt, COMPACT)
         seq = 0
@@ -133,9 +145,11 @@ def test_a_producers_last_batch_stays_as_an_empty_batch() -> None:
             buf, hs = keyed_batch([(b"p", f"{i}".encode()), (b"p", f"{i}b".encode())], 1000 + i,
                                   producer_id=7, base_sequence=seq)
             seq += 2
-            log.append_as_leader(buf, hs, 1)
+            _append_with_state(log, bytearray(buf))
         buf, hs = keyed_batch([(b"p", b"final")], 1100)  # a non-idempotent write supersedes them all
-        log.append_as_leader(buf, hs, 1)
+        _append_with_state(log, bytearray(buf))
+        if expired:
+            assert log.producer_state_manager.remove_expired_producers(10**9, 1000) == [7]
         await _make_cleanable(manager, log)
         await manager.clean_log(log)
         return [(h.base_offset, h.last_offset, h.producer_id, h.base_sequence, h.records_count)
@@ -143,8 +157,10 @@ def test_a_producers_last_batch_stays_as_an_empty_batch() -> None:
 
     batches, problems = run_sim(body)
     assert problems == []
-    # The last batch of producer 7 stays, empty, with its offsets and sequence; the others go.
-    assert batches == [(4, 5, 7, 4, 0), (6, 6, -1, -1, 1)]
+    if expired:
+        assert batches == [(6, 6, -1, -1, 1)]
+    else:  # the last batch of producer 7 stays, empty, with its offsets and sequence; the others go
+        assert batches == [(4, 5, 7, 4, 0), (6, 6, -1, -1, 1)]
 
 
 def test_the_cleaner_stops_at_the_checkpointed_recovery_point() -> None:
@@ -289,3 +305,23 @@ def test_aborted_transactions_are_removed_and_never_shadow_committed_values() ->
     assert [(r[0], r[2]) for r in records if r[1] == b"k"] == [(0, b"committed")], (records, batches)
     assert batches == [(0, 1, False), (1, 0, False), (2, 1, True)]
     assert index_after == index_before and len(index_before) == 1
+
+
+def test_the_snapshots_of_segments_merged_away_are_deleted() -> None:
+    """UnifiedLog.replaceSegments deletes the producer snapshots of the segments a clean replaced
+    (as real Kafka 3.9.1 leaves a compacted partition: one snapshot, at the active segment)."""
+    async def body(rt: NodeRuntime, world: Any) -> Any:
+        manager, log = await _manager_with_log(rt, COMPACT)
+        for i in range(4):  # four segments, a snapshot at each roll
+            buf, _ = keyed_batch([(b"k", f"{i}".encode())], 1000 + i, producer_id=7, base_sequence=i)
+            _append_with_state(log, buf)
+            log.roll()
+        before = log.producer_state_manager.snapshot_offsets()
+        await _make_cleanable(manager, log)
+        await manager.clean_log(log)
+        await rt.sleep(log.config.file_delete_delay_ms + 1000)
+        return before, [s.base_offset for s in log.segments], log.producer_state_manager.snapshot_offsets()
+
+    before, bases, after = run_sim(body)
+    assert before == [1, 2, 3] and bases == [0, 4]
+    assert after == []  # 1-3 were the snapshots of segments merged into segment 0

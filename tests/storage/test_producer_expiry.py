@@ -72,3 +72,37 @@ def test_a_transaction_open_past_the_max_timeout_and_the_buffer_is_late() -> Non
         return out
 
     assert run_sim(body) == [False, False, True, False]
+
+
+@pytest.mark.parametrize("expiration_ms", [60_000, 3_600_000])
+def test_producers_expired_by_the_restart_are_not_loaded_from_the_snapshot(expiration_ms: int) -> None:
+    """ProducerStateManager.loadFromSnapshot skips an expired producer (isProducerExpired): down for
+    longer than producer.id.expiration.ms, a broker forgets an idle producer at load — not one with
+    a transaction open, nor one that wrote recently. The periodic check never runs here."""
+    recent = 7
+    config = LogManagerConfig(producer_id_expiration_ms=expiration_ms, producer_id_expiration_check_interval_ms=10**9)
+
+    async def body(rt: NodeRuntime, world: Any) -> list[Any]:
+        lm = LogManager(rt, "logs", LogConfig(), config)
+        await lm.startup()
+        log = await lm.get_or_create_log("t", 0)
+        assert append(log, IDEMPOTENT, 0, rt.now_ms()) == E.NONE
+        assert append(log, TRANSACTIONAL, 0, rt.now_ms(), True) == E.NONE
+        await rt.sleep(50_000)
+        assert append(log, recent, 0, rt.now_ms()) == E.NONE
+        await lm.shutdown()                 # a snapshot at the log end offset holds all three
+        await rt.sleep(11_000)              # 61 s after the first two wrote, 11 s after `recent`
+        lm = LogManager(rt, "logs", LogConfig(), config)
+        await lm.startup()
+        log = await lm.get_or_create_log("t", 0)
+        out: list[Any] = [log.producer_state_manager.loaded_snapshot_offset, sorted(log.producer_state_manager.producers)]
+        out.append(append(log, IDEMPOTENT, 5, rt.now_ms()))  # forgotten: any sequence; known: a gap
+        await lm.shutdown()
+        return out
+
+    snapshot, producers, gap = run_sim(body)
+    assert snapshot == 3
+    if expiration_ms == 60_000:
+        assert producers == [TRANSACTIONAL, recent] and gap == E.NONE
+    else:
+        assert producers == [IDEMPOTENT, TRANSACTIONAL, recent] and gap == E.OUT_OF_ORDER_SEQUENCE_NUMBER

@@ -20,7 +20,8 @@ CONFIG = LogConfig(segment_bytes=200, file_delete_delay_ms=10, retention_ms=-1) 
 
 def produce(log: Log, seq: int) -> None:
     """An idempotent batch appended as Partition.append_records_to_leader does."""
-    buf, headers = batch(seq, producer_id=PID, base_sequence=seq)
+    # Timestamped now: a producer whose last batch is producer.id.expiration.ms old is not reloaded.
+    buf, headers = batch(seq, producer_id=PID, base_sequence=seq, ts=int(log.rt.now_ms()))
     psm = log.producer_state_manager
     assert psm.analyze_append(headers, log.log_end_offset) is None
     psm.on_append(log.append_as_leader(buf, headers, leader_epoch=0))
