@@ -34,7 +34,7 @@ def percentiles(values: list[float]) -> dict[str, float] | None:
 
     def at(q: float) -> float:
         return round(v[min(len(v) - 1, int(q * len(v)))], 3)
-    return {"n": len(v), "p50": at(0.5), "p99": at(0.99), "max": round(v[-1], 3)}
+    return {"n": len(v), "p50": at(0.5), "p90": at(0.9), "p99": at(0.99), "max": round(v[-1], 3)}
 
 
 def control_latencies(fired: list[dict[str, Any]], backend_history: list[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -73,6 +73,8 @@ def client_run_json(scenario: Scenario, seed: int, settings: _Settings, history:
     fired = control_latencies(fired, backend_history)
     acked = history.acked()
     stats = dict(summary["stats"])
+    wall_s = float(stats.get("wall_time_s", 0.0))
+    stats["sim_to_wall_ratio"] = round(stats["sim_time_ms"] / 1000.0 / wall_s, 3) if wall_s > 0 else 0.0
     stats.update(produced=len(history.sends), acked=len(acked), consumed=len(history.polls),
                  commits=len(history.commits),
                  produce_latency_ms=percentiles([s.complete_ms - s.invoke_ms for s in acked]),

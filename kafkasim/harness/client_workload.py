@@ -29,8 +29,15 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from kafkasim.harness.checkers import CheckResult, check_all
-from kafkasim.harness.client_history import (DriverErrors, MemberTrack, record_produce, record_reads,
-                                             value_names)
+from kafkasim.harness.client_eos import (
+    PIPELINE_TIMEOUT_MS,
+    PipelineLog,
+    eos_checks,
+    read_output,
+    record_transform,
+    transform_cmd,
+)
+from kafkasim.harness.client_history import DriverErrors, MemberTrack, record_produce, record_reads, value_names
 from kafkasim.harness.client_verdict import client_run_json
 from kafkasim.harness.godseye import GodsEye, check_replicas
 from kafkasim.harness.live import LiveCluster, LiveOptions
@@ -79,6 +86,7 @@ class ClientRun:
     producer_done: bool = False
     faults_done: bool = False
     notes: list[str] = field(default_factory=list)
+    pipeline: PipelineLog | None = None   # the exactly-once row (client_eos.py)
 
     @property
     def topic(self) -> str:
@@ -107,9 +115,10 @@ def run_client_scenario(scenario: Scenario, seed: int, client: str, out_dir: str
     why = driver_missing(client)
     if why:
         raise ClientRunError(why)
-    if scenario.producer.txn is not None:
-        raise ClientRunError(f"{scenario.path}: a transactional workload with client = {client!r}: the client "
-                             "workload is a producer (+ group member); the exactly-once row is `kafkasim matrix`'s")
+    txn = scenario.producer.txn
+    if txn is not None and (txn.pipeline <= 0 or len(scenario.topics) < 2):
+        raise ClientRunError(f"{scenario.path}: with client = {client!r} a transactional workload is the "
+                             "exactly-once pipeline: pipeline = 1 and two [[topics]] (input, output)")
     out_dir = out_dir or default_out_dir(scenario, seed)
     os.makedirs(out_dir, exist_ok=True)
     live = LiveCluster(LiveOptions(seed=seed, scenario_path=scenario.path, out_dir=out_dir, schedule_faults=False))
@@ -126,6 +135,8 @@ def run_client_scenario(scenario: Scenario, seed: int, client: str, out_dir: str
         summary = live.stop()
     doc = client_run_json(scenario, seed, run.settings, run.history, results, summary, run.fired, run.errors,
                           run.notes, live.backend.history())
+    # the exact histogram (0.01 ms buckets), so `kafkasim matrix` can merge every cell's pacing error
+    doc["stats"]["pacing_histogram"] = {str(b): n for b, n in sorted(live.loop.pacing.counts.items())}
     with open(os.path.join(out_dir, "run.json.tmp"), "w") as f:
         json.dump(doc, f, indent=2, sort_keys=True)
     os.replace(os.path.join(out_dir, "run.json.tmp"), os.path.join(out_dir, "run.json"))
@@ -140,7 +151,10 @@ def _drive(run: ClientRun, eyes: GodsEye, say: Callable[[str], None]) -> None:
         _settle_settings(run, hello)
         workers = [Worker(lambda: _fire_faults(run, control), "faults"),
                    Worker(lambda: _produce(run, producer), "producer")]
-        if run.scenario.consumer.group:
+        if run.scenario.producer.txn is not None:
+            run.pipeline = PipelineLog()
+            workers.append(Worker(lambda: _pipeline(run), "pipeline"))
+        elif run.scenario.consumer.group:
             workers.append(Worker(lambda: _member(run), "member"))
         while not all(w.done() for w in workers):
             run.live.loop.call(eyes.step)
@@ -156,6 +170,8 @@ def _drive(run: ClientRun, eyes: GodsEye, say: Callable[[str], None]) -> None:
     except ControlError as exc:
         run.notes.append(f"heal before read-back: {exc}")
     _read_back(run)
+    if run.pipeline is not None:
+        _read_output(run, run.pipeline)
     run.live.loop.call(eyes.step)
 
 
@@ -238,6 +254,42 @@ def _member(run: ClientRun) -> None:
         d.close()
 
 
+def _pipeline(run: ClientRun) -> None:
+    assert run.pipeline is not None
+    log = run.pipeline
+    d = run.driver("pipeline-0")
+    cmd = transform_cmd(run.topic, run.scenario.topics[1].name, run.settings.client)
+    deadline: float | None = None
+    try:
+        while deadline is None or run.now() < deadline:
+            if deadline is None and run.producer_done and run.faults_done:
+                deadline = run.now() + PIPELINE_TIMEOUT_MS
+            try:
+                reply = d.call(cmd, 120.0)
+            except DriverFailed as exc:
+                run.notes.append(f"pipeline-0: {exc}")
+                return
+            run.errors.add(record_transform(log, reply))
+            if deadline is not None and {s.value for s in run.history.sends if s.ok} <= log.processed():
+                return
+        left = {s.value for s in run.history.sends if s.ok} - log.processed()
+        run.notes.append(f"pipeline-0: {len(left)} acknowledged input values not copied in committed transactions "
+                         f"within {PIPELINE_TIMEOUT_MS / 1000:.0f} s after the faults")
+    finally:
+        d.close()
+
+
+def _read_output(run: ClientRun, log: PipelineLog) -> None:
+    d = run.driver("output-reader")
+    try:
+        log.output = read_output(d, run.scenario.topics[1].name, log.processed(), run.now,
+                                 run.now() + READ_BACK_TIMEOUT_MS)
+    except DriverFailed as exc:
+        run.notes.append(f"output-reader: {exc}")
+    finally:
+        d.close()
+
+
 def _read_back(run: ClientRun) -> None:
     d = run.driver("reader")
     acked = {s.value for s in run.history.sends if s.ok}
@@ -267,4 +319,5 @@ def _check(run: ClientRun, eyes: GodsEye) -> list[CheckResult]:
         eyes.step()
         return check_replicas(run.live.cluster, eyes.bit_flips.partitions) + eyes.results()
     cluster: list[CheckResult] = run.live.loop.call(cluster_checks)
-    return check_all(run.history) + cluster
+    eos = eos_checks(run.pipeline) if run.pipeline is not None else []
+    return check_all(run.history) + eos + cluster

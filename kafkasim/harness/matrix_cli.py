@@ -23,3 +23,49 @@ def print_client_run(run: dict[str, Any], out_dir: str, say: Any = print) -> Non
     for e in run["client_errors"][:5]:
         say(f"  client error x{e['times']}: {e['error'][:160]}")
     say(f"  report: {out_dir}/run.json")
+
+
+def matrix_table(doc: dict[str, Any]) -> list[str]:
+    """The matrix as a Markdown table: a row per scenario, a column per client."""
+    from kafkasim.harness.matrix import cell_text
+
+    clients = doc["clients"]
+    by = {(c["scenario"], c["client"]): c for c in doc["cells"]}
+    lines = ["| scenario | " + " | ".join(clients) + " |", "|---|" + "---|" * len(clients)]
+    for s in doc["scenarios"]:
+        row = [cell_text(by[(s["name"], c)]) if (s["name"], c) in by else "—" for c in clients]
+        lines.append(f"| {s['name']} | " + " | ".join(row) + " |")
+    return lines
+
+
+def measurement_lines(doc: dict[str, Any]) -> list[str]:
+    m = doc["measurements"]
+    ctl, lag = m["control_latency_ms"], m["pacing_lag_ms"]
+    ctl_text = (f"p50 {ctl['p50']} ms, p99 {ctl['p99']} ms, max {ctl['max']} ms over {ctl['n']} faults"
+                if ctl else "no fault acted")
+    return [f"control plane, call -> fault acting: {ctl_text}",
+            f"pacing error (wall - simulated, per instant): p50 {lag['p50_ms']} ms, p99 {lag['p99_ms']} ms, "
+            f"max {lag['max_ms']} ms over {lag['instants']} instants",
+            "cells: " + ", ".join(f"{k} {v}" for k, v in sorted(doc["totals"].items()))]
+
+
+def matrix_command(folder: str, clients_spec: str, out_dir: str, seed: int, only_eos: bool,
+                   say: Any = print) -> int:
+    """Run the matrix, print it; exit 1 iff a cell failed (findings and skips do not fail it)."""
+    import os
+    import shlex
+
+    from kafkasim.harness.matrix import parse_clients, run_matrix
+
+    if not os.path.exists(folder):
+        raise ValueError(f"{folder}: no such scenario folder or file")
+    command = shlex.join(["kafkasim", "matrix", folder, "--clients", clients_spec, "--out", out_dir,
+                          "--seed", str(seed)] + (["--only-eos"] if only_eos else []))
+    m = run_matrix(folder, parse_clients(clients_spec), out_dir, seed, command,
+                   only_eos, say=lambda s: say(s, flush=True))
+    doc = m.to_json()
+    say("")
+    for line in matrix_table(doc) + [""] + measurement_lines(doc):
+        say(line)
+    say(f"matrix: {os.path.join(out_dir, 'matrix.json')} (kafkasim report {out_dir} shows it)")
+    return 1 if doc["totals"].get("fail", 0) or doc["totals"].get("error", 0) else 0

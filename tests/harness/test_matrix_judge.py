@@ -1,0 +1,81 @@
+"""matrix_judge.py: each anomaly judged against what Kafka guarantees for the client's settings,
+and a cell's verdict from a run.json (pass / finding / fail)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from kafkasim.harness.matrix import cell_text, parse_clients
+from kafkasim.harness.matrix_cli import matrix_table
+from kafkasim.harness.matrix_judge import judge_anomaly, judge_run
+
+pytestmark = pytest.mark.unit
+
+ALL_IDEMPOTENT = {"client": "java", "acks": "all", "idempotent": True}
+ALL_PLAIN = {"client": "confluent-kafka", "acks": "all", "idempotent": False}
+ACKS_ONE = {"client": "aiokafka", "acks": "1", "idempotent": False}
+
+
+@pytest.mark.parametrize("kind, client, verdict", [
+    ("lost-write", ALL_IDEMPOTENT, "fail"), ("lost-write", ALL_PLAIN, "fail"), ("lost-write", ACKS_ONE, "finding"),
+    ("unseen", ALL_PLAIN, "fail"), ("inconsistent-offsets", ACKS_ONE, "finding"),
+    ("duplicate", ALL_PLAIN, "finding"), ("duplicate", ALL_IDEMPOTENT, "fail"),
+    ("reorder", ACKS_ONE, "finding"), ("reorder", ALL_IDEMPOTENT, "fail"),
+    ("committed-offset-regression", ALL_PLAIN, "fail"), ("eos-duplicate", ALL_IDEMPOTENT, "fail"),
+    ("client-liveness", ALL_PLAIN, "finding"),
+    ("replica-divergence", ACKS_ONE, "fail"), ("invariant:hw-regression", ACKS_ONE, "fail"),
+    ("task-error", ALL_PLAIN, "fail"),
+])
+def test_each_anomaly_against_the_settings(kind: str, client: dict[str, Any], verdict: str) -> None:
+    got, why = judge_anomaly(kind, {}, client)
+    assert got == verdict, why
+    assert why
+
+
+def test_a_group_member_rereading_is_a_finding_but_the_read_back_is_not() -> None:
+    assert judge_anomaly("nonmonotonic-poll", {"group": "g"}, ALL_PLAIN)[0] == "finding"
+    assert judge_anomaly("poll-skip", {"process": "reader"}, ALL_PLAIN)[0] == "fail"
+
+
+def _run(anomalies: list[dict[str, Any]], client: dict[str, Any]) -> dict[str, Any]:
+    kinds = sorted({a["kind"] for a in anomalies})
+    return {"client": client, "anomalies": anomalies, "faults_fired": [],
+            "checks": [{"name": k, "ok": False, "violations": sum(a["kind"] == k for a in anomalies) + 50,
+                        "expected": False} for k in kinds]}
+
+
+def test_cell_verdicts() -> None:
+    assert judge_run(_run([], ALL_PLAIN))["verdict"] == "pass"
+    dup = [{"kind": "duplicate", "detail": {"value": "v-1"}}]
+    finding = judge_run(_run(dup, ALL_PLAIN))
+    assert finding["verdict"] == "finding"
+    assert finding["anomalies"][0]["count"] == 51  # from the check's count, not the capped list
+    assert judge_run(_run(dup, ALL_IDEMPOTENT))["verdict"] == "fail"
+    both = judge_run(_run(dup + [{"kind": "lost-write", "detail": {}}], ALL_PLAIN))
+    assert both["verdict"] == "fail"
+    assert [a["kind"] for a in both["anomalies"]] == ["lost-write", "duplicate"]  # failures first
+    assert cell_text({"verdict": "fail", **both}) == "FAIL: lost-write x51"
+
+
+def test_a_fault_the_control_plane_refused_is_reported() -> None:
+    run = _run([], ALL_PLAIN)
+    run["faults_fired"] = [{"at_ms": 4000.0, "spec": {"kind": "crash"}, "error": "409: role has no holder"}]
+    assert judge_run(run)["faults_not_applied"] == [{"at_ms": 4000.0, "kind": "crash",
+                                                      "error": "409: role has no holder"}]
+
+
+def test_parse_clients() -> None:
+    assert parse_clients("all")[0] == "kafka-python" and len(parse_clients("all")) == 7
+    assert parse_clients("java, kcat") == ["java", "kcat"]
+    with pytest.raises(ValueError, match="unknown client 'jav'"):
+        parse_clients("jav")
+
+
+def test_the_table_has_a_row_per_scenario_and_a_column_per_client() -> None:
+    doc = {"clients": ["java", "kcat"], "scenarios": [{"name": "a"}, {"name": "b"}],
+           "cells": [{"scenario": "a", "client": "java", "verdict": "pass", "anomalies": []},
+                     {"scenario": "b", "client": "kcat", "verdict": "skipped", "reason": "kcat missing"}]}
+    assert matrix_table(doc) == ["| scenario | java | kcat |", "|---|---|---|", "| a | pass | — |",
+                                 "| b | — | skipped: kcat missing |"]
