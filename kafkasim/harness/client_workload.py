@@ -135,6 +135,10 @@ def run_client_scenario(scenario: Scenario, seed: int, client: str, out_dir: str
         summary = live.stop()
     doc = client_run_json(scenario, seed, run.settings, run.history, results, summary, run.fired, run.errors,
                           run.notes, live.backend.history())
+    if run.pipeline is not None:
+        p = run.pipeline
+        doc["pipeline"] = {"transactions": len(p.transactions), "aborted_on_purpose": p.aborted,
+                           "values_copied": len(p.processed()), "output_read_committed": len(p.output)}
     # the exact histogram (0.01 ms buckets), so `kafkasim matrix` can merge every cell's pacing error
     doc["stats"]["pacing_histogram"] = {str(b): n for b, n in sorted(live.loop.pacing.counts.items())}
     with open(os.path.join(out_dir, "run.json.tmp"), "w") as f:

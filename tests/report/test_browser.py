@@ -75,7 +75,8 @@ def report(tmp_path_factory: pytest.TempPathFactory) -> Path:
     p = kafkasim("report", str(root))
     assert p.returncode == 0, p.stdout + p.stderr
     progress = [line for line in p.stderr.splitlines() if line.startswith("report [")]
-    assert "2 run.json found" in progress[0] and "run pages 2/2" in progress[-2], p.stderr
+    assert "2 run.json found" in progress[0] and any("run pages 2/2" in line for line in progress), p.stderr
+    assert any("1 client matrix (matrix.json) found" in line for line in progress), p.stderr
     return root / "summary"
 
 
