@@ -10,7 +10,9 @@ checkers take (workload.py), so a client workload is checked exactly as kafkasim
   offset after a rebalance the driver did not surface). Such a rewind is also an OffsetRead of
   the offset resumed from, sent when the consume was sent, so `committed-offset-regression`
   catches a rewind below a commit the broker had acknowledged. The reply's `committed` list is
-  an acknowledged Commit (the driver commits synchronously before replying).
+  an acknowledged Commit (the driver commits synchronously before replying) — except for a
+  driver whose hello says `"commit": "on-exit"` (kcat: it commits as its one-shot member exits
+  and cannot tell whether the broker took it), whose commits have no definite answer (acked None).
 - consume (assign mode, the final reader): Polls of the reader process.
 """
 
@@ -62,6 +64,7 @@ class MemberTrack:
     """One group member's generation count and read positions (see the module docstring)."""
     group: str
     process: str
+    commits_acknowledged: bool = True
     generation: int = 0
     assignment: list[int] | None = None
     next_offset: dict[int, int] = field(default_factory=dict)
@@ -89,7 +92,7 @@ class MemberTrack:
         committed = {int(p): int(n) for p, n in reply.get("committed", [])}
         if committed:
             h.commits.append(Commit(self.group, self.process, self.process, self.generation, committed, sent_ms,
-                                    at_ms, True))
+                                    at_ms, True if self.commits_acknowledged else None))
         return len(records)
 
 

@@ -65,10 +65,11 @@ class Settings:
     acks: str = "all"
     idempotent: bool = False
     idempotence_source: str = "client default"   # or "scenario"
+    commits_acknowledged: bool = True   # False: the driver cannot see its commit answered (kcat)
 
     def describe(self) -> dict[str, Any]:
         return {"client": self.client, "version": self.version, "acks": self.acks, "idempotent": self.idempotent,
-                "idempotence_source": self.idempotence_source}
+                "idempotence_source": self.idempotence_source, "commits_acknowledged": self.commits_acknowledged}
 
 
 @dataclass
@@ -182,6 +183,7 @@ def _drive(run: ClientRun, eyes: GodsEye, say: Callable[[str], None]) -> None:
 def _settle_settings(run: ClientRun, hello: dict[str, Any]) -> None:
     s, p = run.settings, run.scenario.producer
     s.version = str(hello.get("version", ""))
+    s.commits_acknowledged = hello.get("commit") != "on-exit"
     s.acks = {-1: "all", 1: "1", 0: "0"}[p.acks]
     if p.idempotence:
         s.idempotent, s.idempotence_source = True, "scenario"
@@ -237,7 +239,7 @@ def _produce(run: ClientRun, d: DriverProcess) -> None:
 def _member(run: ClientRun) -> None:
     c = run.scenario.consumer
     d = run.driver("consumer-0")
-    track = MemberTrack(c.group, "consumer-0")
+    track = MemberTrack(c.group, "consumer-0", run.settings.commits_acknowledged)
     cmd = {"op": "consume", "topic": run.topic, "group": c.group, "from": "earliest", "max": 500,
            "timeout_ms": 1000, "commit": True, "session_timeout_ms": c.session_timeout_ms,
            "heartbeat_interval_ms": c.heartbeat_interval_ms}
