@@ -157,9 +157,11 @@ def _cmd_run_client(args: argparse.Namespace, scenario: Any, client: str) -> int
 
 
 def _cmd_matrix(args: argparse.Namespace) -> int:
-    from kafkasim.harness.matrix_cli import matrix_command
+    from kafkasim.harness.matrix_cli import matrix_command, show_matrix
 
     try:
+        if args.show:
+            return show_matrix(args.out)
         return matrix_command(args.scenarios, args.clients, args.out, args.seed, args.only_eos)
     except ValueError as exc:
         raise UsageError(str(exc)) from None
@@ -512,6 +514,8 @@ def _add_sim_commands(sub: Any) -> None:
     mx.add_argument("--out", default="reports/matrix", help="where the runs and matrix.json go")
     mx.add_argument("--seed", type=int, default=1, help="the cluster's seed for every cell")
     mx.add_argument("--only-eos", action="store_true", help="only the exactly-once row")
+    mx.add_argument("--show", action="store_true", help="run nothing: print the table and measurements of "
+                                                        "OUT/matrix.json (an earlier or running matrix)")
     mx.set_defaults(fn=_cmd_matrix)
     sw = _sub(sub, "sweep", "run scenarios over many seeds in local processes (or on Spark)")
     sw.add_argument("scenarios", help="a scenario file or a directory of them")

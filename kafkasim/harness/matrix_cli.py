@@ -69,3 +69,22 @@ def matrix_command(folder: str, clients_spec: str, out_dir: str, seed: int, only
         say(line)
     say(f"matrix: {os.path.join(out_dir, 'matrix.json')} (kafkasim report {out_dir} shows it)")
     return 1 if doc["totals"].get("fail", 0) or doc["totals"].get("error", 0) else 0
+
+
+def show_matrix(out_dir: str, say: Any = print) -> int:
+    """`kafkasim matrix --show`: the table and measurements of an existing matrix.json."""
+    import json
+    import os
+
+    path = os.path.join(out_dir, "matrix.json")
+    try:
+        with open(path) as f:
+            doc = json.load(f)
+    except (OSError, ValueError) as exc:
+        raise ValueError(f"{path}: no readable matrix.json ({exc})") from None
+    if not isinstance(doc, dict) or not str(doc.get("schema", "")).startswith("kafkasim-matrix/"):
+        raise ValueError(f"{path}: not a kafkasim matrix.json")
+    say(f"{doc['command']} (seed {doc['seed']}): {len(doc['cells'])} cells")
+    for line in matrix_table(doc) + [""] + measurement_lines(doc):
+        say(line)
+    return 0

@@ -23,6 +23,7 @@ CLIENTS = ["confluent-kafka", "kafka-python"]
 FAULTS = ["leader-power-loss", "request-error-bursts", "rolling-restart"]
 
 
+@pytest.mark.timeout(1800)  # six live runs of ~20-80 s each, past pytest's default 600 s
 def test_the_ci_subset_of_the_client_matrix(tmp_path: Path) -> None:
     for c in CLIENTS:
         if driver_missing(c):

@@ -79,3 +79,23 @@ def test_the_table_has_a_row_per_scenario_and_a_column_per_client() -> None:
                      {"scenario": "b", "client": "kcat", "verdict": "skipped", "reason": "kcat missing"}]}
     assert matrix_table(doc) == ["| scenario | java | kcat |", "|---|---|---|", "| a | pass | — |",
                                  "| b | — | skipped: kcat missing |"]
+
+
+def test_show_prints_an_existing_matrix_and_refuses_a_missing_one(tmp_path: Any, capsys: Any) -> None:
+    import json
+
+    from kafkasim.cli import main
+
+    doc = {"schema": "kafkasim-matrix/1", "seed": 1, "command": "kafkasim matrix x", "clients": ["java"],
+           "scenarios": [{"name": "a"}], "totals": {"finding": 1},
+           "cells": [{"scenario": "a", "client": "java", "verdict": "finding",
+                      "anomalies": [{"kind": "duplicate", "verdict": "finding", "count": 3}]}],
+           "measurements": {"control_latency_ms": {"n": 4, "p50": 1.2, "p99": 7.5, "max": 7.5},
+                            "pacing_lag_ms": {"instants": 99, "p50_ms": 0.8, "p99_ms": 40.1, "max_ms": 90.0}}}
+    (tmp_path / "matrix.json").write_text(json.dumps(doc))
+    assert main(["matrix", "--show", "--out", str(tmp_path)]) == 0
+    out = capsys.readouterr().out
+    assert "| a | finding: duplicate x3 |" in out
+    assert "call -> fault acting: p50 1.2 ms, p99 7.5 ms" in out and "p50 0.8 ms, p99 40.1 ms" in out
+    assert main(["matrix", "--show", "--out", str(tmp_path / "none")]) == 2
+    assert "no readable matrix.json" in capsys.readouterr().err
