@@ -93,6 +93,9 @@ def _load_run_json(path: str) -> dict[str, Any]:
         raise UsageError(f"{path}: not a readable run.json: {exc}") from None
     if not isinstance(run, dict) or "seed" not in run or "scenario_path" not in run:
         raise UsageError(f"{path}: not a kafkasim run.json (no seed / scenario_path)")
+    if run.get("world") == "live":  # real clients' bytes and timing are not recorded: nothing to replay
+        raise UsageError(f"{path}: a live-world run (real clients) is not replayable bit for bit; run it again "
+                         f"with: {run.get('repro') or 'kafkasim run SCENARIO --client NAME'}")
     return run
 
 

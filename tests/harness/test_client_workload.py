@@ -60,6 +60,9 @@ def test_a_client_under_a_leader_isolation(tmp_path: Path, client: str) -> None:
     if run["client"]["idempotent"]:
         assert not bad, run["anomalies"][:5]
     assert st["pacing_lag_ms"]["instants"] > 1000 and st["control_latency_ms"]["n"] == 1
+    # not replayable bit for bit: replay says so and names the command that runs it again
+    r = kafkasim("replay", str(tmp_path / "run.json"))
+    assert r.returncode == 2 and f"--client {client}" in r.stderr and "Traceback" not in r.stderr
 
 
 def test_an_unknown_or_unbuilt_client_is_a_usage_error(tmp_path: Path) -> None:
