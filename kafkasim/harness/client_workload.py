@@ -116,6 +116,9 @@ def run_client_scenario(scenario: Scenario, seed: int, client: str, out_dir: str
     why = driver_missing(client)
     if why:
         raise ClientRunError(why)
+    if scenario.nemesis:
+        raise ClientRunError(f"{scenario.path}: [[nemesis]] profiles are drawn per seed for simulated runs; a client "
+                             "workload fires only explicit [[faults]]")
     txn = scenario.producer.txn
     if txn is not None and (txn.pipeline <= 0 or len(scenario.topics) < 2):
         raise ClientRunError(f"{scenario.path}: with client = {client!r} a transactional workload is the "
