@@ -5,7 +5,8 @@ its default).
   kafkasim sweep SCENARIO_OR_DIR --seeds A-B --jobs J [--out DIR] [--spark [--master URL]]
                                                     many runs, progress line, JUnit XML
   kafkasim run SCENARIO --client NAME              a third-party client as the workload (live world)
-  kafkasim matrix [DIR] [--clients a,b] [--out DIR] every client x fault scenario, matrix.json
+  kafkasim matrix [DIR] [--clients a,b] [--out DIR] [--show]
+                                                    every client x fault scenario (live), matrix.json
   kafkasim replay RUN_JSON                          re-run; verify the trace hash bit for bit
   kafkasim shrink RUN_JSON                          minimise a failing run to a new scenario file
   kafkasim serve --port P --log-dir DIR [--zookeeper HOST:PORT] [--broker-id N] [--config K=V ...]
