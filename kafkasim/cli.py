@@ -166,7 +166,7 @@ def _cmd_matrix(args: argparse.Namespace) -> int:
     try:
         if args.show:
             return show_matrix(args.out)
-        return matrix_command(args.scenarios, args.clients, args.out, args.seed, args.only_eos)
+        return matrix_command(args.scenarios, args.clients, args.out, args.seed, args.only_eos, resume=args.resume)
     except ValueError as exc:
         raise UsageError(str(exc)) from None
 
@@ -518,6 +518,8 @@ def _add_sim_commands(sub: Any) -> None:
     mx.add_argument("--out", default="reports/matrix", help="where the runs and matrix.json go")
     mx.add_argument("--seed", type=int, default=1, help="the cluster's seed for every cell")
     mx.add_argument("--only-eos", action="store_true", help="only the exactly-once row")
+    mx.add_argument("--resume", action="store_true", help="keep the cells OUT already has a run.json for (an "
+                                                          "interrupted matrix), run the rest")
     mx.add_argument("--show", action="store_true", help="run nothing: print the table and measurements of "
                                                         "OUT/matrix.json (an earlier or running matrix)")
     mx.set_defaults(fn=_cmd_matrix)

@@ -4,7 +4,8 @@ the client's driver process(es) against it, the scenario's faults fired on the w
 timeline, and the same checks as a simulated run over a history made of the driver's replies.
 
 The workload (times are wall ms from the moment the cluster is ready and the topics exist):
-  producer-0  a driver sending the scenario's `messages` in chunks of rate_per_s/4 every 250 ms,
+  producer-0  a driver sending the scenario's `messages` in chunks of rate_per_s/4 every 250 ms
+              (no new chunk after the scenario's duration_ms: a client stuck retrying is noted),
               chunk k to partition k mod partitions (so every value's offset is observable, even
               for kcat), with the scenario's acks and, when `idempotence = true`, idempotence on
               (otherwise the client's default: run.json records which it was)
@@ -219,6 +220,10 @@ def _produce(run: ClientRun, d: DriverProcess) -> None:
     sent, k = 0, 0
     try:
         while sent < p.messages:
+            if run.now() > run.scenario.duration_ms:  # a client stuck in retries must not hold the run
+                run.notes.append(f"producer-0: {p.messages - sent} of {p.messages} values not sent: the "
+                                 f"scenario's duration_ms ({run.scenario.duration_ms / 1000:.0f} s) passed")
+                break
             run.clock.sleep_until(run.t0_ms + k * CHUNK_MS)
             n = min(chunk, p.messages - sent)
             prefix = f"producer-0.{k}"

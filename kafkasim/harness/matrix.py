@@ -57,6 +57,7 @@ class Matrix:
     clients: list[str]
     scenarios: list[Scenario]
     command: str
+    resume: bool = False
     cells: list[dict[str, Any]] = field(default_factory=list)
     latencies: list[float] = field(default_factory=list)
     pacing: PacingStats = field(default_factory=PacingStats)
@@ -89,13 +90,20 @@ class Matrix:
 def run_cell(m: Matrix, s: Scenario, client: str) -> dict[str, Any]:
     rel = os.path.join("runs", s.name, client)
     cell: dict[str, Any] = {"scenario": s.name, "client": client, "run": os.path.join(rel, "run.json")}
+    done = os.path.join(m.out_dir, rel, "run.json")
+    if m.resume and os.path.exists(done):  # --resume: a finished cell of an interrupted matrix counts
+        with open(done) as f:
+            return _judged(m, cell, json.load(f))
     try:
         result = run_client_scenario(s, m.seed, client, os.path.join(m.out_dir, rel))
     except ClientRunError as exc:
         return {**cell, "verdict": "skipped", "reason": str(exc), "run": None}
     except (DriverFailed, OSError, ValueError, RuntimeError) as exc:  # one cell's trouble, not the matrix's
         return {**cell, "verdict": "error", "reason": f"{type(exc).__name__}: {exc}", "run": None}
-    run = result.run
+    return _judged(m, cell, result.run)
+
+
+def _judged(m: Matrix, cell: dict[str, Any], run: dict[str, Any]) -> dict[str, Any]:
     for f in run.get("faults_fired", []):
         if "latency_ms" in f:
             m.latencies.append(f["latency_ms"])
@@ -108,13 +116,13 @@ def run_cell(m: Matrix, s: Scenario, client: str) -> dict[str, Any]:
 
 
 def run_matrix(folder: str, clients: list[str], out_dir: str, seed: int, command: str,
-               only_eos: bool = False, say: Callable[[str], None] = print) -> Matrix:
+               only_eos: bool = False, say: Callable[[str], None] = print, resume: bool = False) -> Matrix:
     scenarios = [load_scenario(p) for p in scenario_files(folder)]
     scenarios = [s for s in scenarios if is_eos(s)] if only_eos else scenarios
     if not scenarios:
         raise ValueError(f"{folder}: no client scenarios (*.toml) there")
     os.makedirs(out_dir, exist_ok=True)
-    m = Matrix(out_dir, seed, clients, scenarios, command)
+    m = Matrix(out_dir, seed, clients, scenarios, command, resume)
     plan = m.plan()
     for i, (s, client) in enumerate(plan, 1):
         say(f"[{i}/{len(plan)}] {s.name} x {client} ...")

@@ -50,7 +50,7 @@ def measurement_lines(doc: dict[str, Any]) -> list[str]:
 
 
 def matrix_command(folder: str, clients_spec: str, out_dir: str, seed: int, only_eos: bool,
-                   say: Any = print) -> int:
+                   say: Any = print, resume: bool = False) -> int:
     """Run the matrix, print it; exit 1 iff a cell failed (findings and skips do not fail it)."""
     import os
     import shlex
@@ -62,7 +62,7 @@ def matrix_command(folder: str, clients_spec: str, out_dir: str, seed: int, only
     command = shlex.join(["kafkasim", "matrix", folder, "--clients", clients_spec, "--out", out_dir,
                           "--seed", str(seed)] + (["--only-eos"] if only_eos else []))
     m = run_matrix(folder, parse_clients(clients_spec), out_dir, seed, command,
-                   only_eos, say=lambda s: say(s, flush=True))
+                   only_eos, say=lambda s: say(s, flush=True), resume=resume)
     doc = m.to_json()
     say("")
     for line in matrix_table(doc) + [""] + measurement_lines(doc):
