@@ -93,7 +93,9 @@ def run_cell(m: Matrix, s: Scenario, client: str) -> dict[str, Any]:
     done = os.path.join(m.out_dir, rel, "run.json")
     if m.resume and os.path.exists(done):  # --resume: a finished cell of an interrupted matrix counts
         with open(done) as f:
-            return _judged(m, cell, json.load(f))
+            doc = json.load(f)
+        if "verdict" in doc and "client" in doc:  # not the live summary a run writes while it runs
+            return _judged(m, cell, doc)
     try:
         result = run_client_scenario(s, m.seed, client, os.path.join(m.out_dir, rel))
     except ClientRunError as exc:
