@@ -99,3 +99,23 @@ def test_show_prints_an_existing_matrix_and_refuses_a_missing_one(tmp_path: Any,
     assert "call -> fault acting: p50 1.2 ms, p99 7.5 ms" in out and "p50 0.8 ms, p99 40.1 ms" in out
     assert main(["matrix", "--show", "--out", str(tmp_path / "none")]) == 2
     assert "no readable matrix.json" in capsys.readouterr().err
+
+
+def test_resume_keeps_a_finished_cell(tmp_path: Any) -> None:
+    import json
+
+    from kafkasim.harness.matrix import Matrix, run_cell
+    from kafkasim.harness.scenario import load_scenario
+
+    s = load_scenario("scenarios/matrix/slow-fsync.toml")
+    cell_dir = tmp_path / "runs" / s.name / "java"
+    cell_dir.mkdir(parents=True)
+    run = {**_run([{"kind": "duplicate", "detail": {}}], ALL_PLAIN), "verdict": "pass",
+           "stats": {"wall_time_s": 30.0, "acked": 9, "produced": 10, "pacing_lag_ms": {"max_ms": 3.0},
+                     "pacing_histogram": {"5": 7, "100": 3}},
+           "faults_fired": [{"at_ms": 3000.0, "spec": {"kind": "disk"}, "latency_ms": 2.5}]}
+    (cell_dir / "run.json").write_text(json.dumps(run))
+    m = Matrix(str(tmp_path), 1, ["java"], [s], "cmd", resume=True)
+    cell = run_cell(m, s, "java")
+    assert cell["verdict"] == "finding" and cell["acked"] == 9 and cell["run"].endswith("java/run.json")
+    assert m.latencies == [2.5] and m.pacing.n == 10 and m.pacing.quantile(0.5) == 0.06
