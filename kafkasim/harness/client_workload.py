@@ -227,18 +227,18 @@ def _produce(run: ClientRun, d: DriverProcess) -> None:
             run.clock.sleep_until(run.t0_ms + k * CHUNK_MS)
             n = min(chunk, p.messages - sent)
             prefix = f"producer-0.{k}"
-            invoke = run.now()
+            invoke, gone = run.now(), False
             try:
                 reply = d.call({**cmd_base, "count": n, "prefix": prefix, "partition": k % partitions},
                                cmd_base["timeout_ms"] / 1000.0 + 60.0)
-            except DriverFailed as exc:
+            except DriverFailed as exc:  # the driver died or hung: its values have no answer
                 run.notes.append(f"producer: {exc}")
-                reply = {"op": "error", "error": str(exc)}
+                reply, gone = {"op": "error", "error": str(exc)}, True
             record_produce(run.history, "producer-0", value_names(prefix, n), invoke, run.now(), reply)
             run.errors.add(reply.get("errors", []) + ([reply["error"]] if reply.get("op") == "error" else []))
             sent, k = sent + n, k + 1
-            if reply.get("op") == "error" and "driver" in str(reply.get("error")):
-                break  # the driver process is gone: nothing more will be acked
+            if gone:
+                break
     finally:
         run.history.producers_done += 1
         run.producer_done = True
