@@ -4,6 +4,9 @@ its default).
   kafkasim run SCENARIO --seed N [--out DIR]       one simulated run; exit 0 iff its checks hold
   kafkasim sweep SCENARIO_OR_DIR --seeds A-B --jobs J [--out DIR] [--spark [--master URL]]
                                                     many runs, progress line, JUnit XML
+  kafkasim run SCENARIO --client NAME              a third-party client as the workload (live world)
+  kafkasim matrix [DIR] [--clients a,b] [--out DIR] [--show]
+                                                    every client x fault scenario (live), matrix.json
   kafkasim replay RUN_JSON                          re-run; verify the trace hash bit for bit
   kafkasim shrink RUN_JSON                          minimise a failing run to a new scenario file
   kafkasim serve --port P --log-dir DIR [--zookeeper HOST:PORT] [--broker-id N] [--config K=V ...]
@@ -39,7 +42,7 @@ from typing import Any
 EXIT_USAGE = 2
 EXIT_INTERRUPTED = 130
 # serve and cluster handle SIGINT/SIGTERM themselves (a broker shuts down cleanly).
-INTERRUPTIBLE = ("run", "sweep", "replay", "shrink", "report", "load")
+INTERRUPTIBLE = ("run", "sweep", "replay", "shrink", "report", "load", "matrix")
 JAVA_FIX = "apt install openjdk-17-jre-headless, or set JAVA_HOME"  # kafkasim.report.prereq says it
 
 
@@ -91,6 +94,9 @@ def _load_run_json(path: str) -> dict[str, Any]:
         raise UsageError(f"{path}: not a readable run.json: {exc}") from None
     if not isinstance(run, dict) or "seed" not in run or "scenario_path" not in run:
         raise UsageError(f"{path}: not a kafkasim run.json (no seed / scenario_path)")
+    if run.get("world") == "live":  # real clients' bytes and timing are not recorded: nothing to replay
+        raise UsageError(f"{path}: a live-world run (real clients) is not replayable bit for bit; run it again "
+                         f"with: {run.get('repro') or 'kafkasim run SCENARIO --client NAME'}")
     return run
 
 
@@ -103,6 +109,8 @@ def _cmd_run(args: argparse.Namespace) -> int:
     from kafkasim.harness.scenario import with_buggify
 
     scenario = _load_scenario(args.scenario)
+    if args.client or scenario.client:
+        return _cmd_run_client(args, scenario, args.client or scenario.client)
     scenario = with_buggify(scenario) if args.buggify else scenario
     bugs = _seeded_bugs()
     out = _out_dir(args.out or default_out_dir(scenario, args.seed), "--out")
@@ -134,6 +142,33 @@ def _cmd_run(args: argparse.Namespace) -> int:
         print(f"  reproduce: {repro_command(run)}")
     print(f"trace hash {run['trace_hash']}")
     return 0 if result.passed else 1
+
+
+def _cmd_run_client(args: argparse.Namespace, scenario: Any, client: str) -> int:
+    from kafkasim.harness.client_workload import ClientRunError, run_client_scenario
+    from kafkasim.harness.matrix_cli import print_client_run
+    from kafkasim.harness.runner import default_out_dir
+
+    if args.buggify:
+        raise UsageError("--buggify is for simulated runs; a client workload runs the live world")
+    out = _out_dir(args.out or default_out_dir(scenario, args.seed), "--out")
+    try:
+        result = run_client_scenario(scenario, args.seed, client, out)
+    except (ClientRunError, OSError, ValueError) as exc:
+        raise UsageError(str(exc)) from None
+    print_client_run(result.run, result.out_dir)
+    return 0 if result.passed else 1
+
+
+def _cmd_matrix(args: argparse.Namespace) -> int:
+    from kafkasim.harness.matrix_cli import matrix_command, show_matrix
+
+    try:
+        if args.show:
+            return show_matrix(args.out)
+        return matrix_command(args.scenarios, args.clients, args.out, args.seed, args.only_eos, resume=args.resume)
+    except ValueError as exc:
+        raise UsageError(str(exc)) from None
 
 
 def _cmd_sweep(args: argparse.Namespace) -> int:
@@ -473,7 +508,21 @@ def _add_sim_commands(sub: Any) -> None:
     r.add_argument("--seed", type=int, default=1, help="root seed: the run is a function of it")
     r.add_argument("--out", help="report directory (default: reports/runs/<scenario>/seed-<N>)")
     r.add_argument("--buggify", action="store_true", help=BUGGIFY_HELP)
+    r.add_argument("--client", help="the workload is this third-party client's driver (real/clients/), run against "
+                                    "the simulated cluster on real sockets (overrides [workload] client; default: "
+                                    "the scenario's, else kafkasim's own simulated client)")
     r.set_defaults(fn=_cmd_run)
+    mx = _sub(sub, "matrix", "every client driver x the fault scenarios (+ the exactly-once row): runs, matrix.json")
+    mx.add_argument("scenarios", nargs="?", default="scenarios/matrix", help="a folder of client scenarios (or one)")
+    mx.add_argument("--clients", default="all", help="comma list of drivers (real/clients/), or all")
+    mx.add_argument("--out", default="reports/matrix", help="where the runs and matrix.json go")
+    mx.add_argument("--seed", type=int, default=1, help="the cluster's seed for every cell")
+    mx.add_argument("--only-eos", action="store_true", help="only the exactly-once row")
+    mx.add_argument("--resume", action="store_true", help="keep the cells OUT already has a run.json for (an "
+                                                          "interrupted matrix), run the rest")
+    mx.add_argument("--show", action="store_true", help="run nothing: print the table and measurements of "
+                                                        "OUT/matrix.json (an earlier or running matrix)")
+    mx.set_defaults(fn=_cmd_matrix)
     sw = _sub(sub, "sweep", "run scenarios over many seeds in local processes (or on Spark)")
     sw.add_argument("scenarios", help="a scenario file or a directory of them")
     sw.add_argument("--seeds", default="1-20", help="N, A-B or a comma list of those")

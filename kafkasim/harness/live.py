@@ -54,6 +54,7 @@ class LiveOptions:
     configs: dict[str, str] = field(default_factory=dict)
     out_dir: str = ""
     control_port: int | None = 0   # None: no control server; 0: any free port
+    schedule_faults: bool = True   # False: the caller fires the scenario's faults (client_workload.py)
 
 
 def live_broker_props(brokers: int) -> dict[str, Any]:
@@ -114,7 +115,8 @@ class LiveCluster:
     def _start_scenario(self, scenario: Scenario) -> None:
         admin = self.world.add_node("admin")
         admin.runtime.spawn(self._create_topics(admin.runtime, scenario), name="create topics")
-        self.fired = schedule_faults(self.world, scenario, self.cluster, Owner("harness"))
+        if self.opts.schedule_faults:
+            self.fired = schedule_faults(self.world, scenario, self.cluster, Owner("harness"))
 
     async def _create_topics(self, rt: NodeRuntime, scenario: Scenario) -> None:
         for t in scenario.topics:

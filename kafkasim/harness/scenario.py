@@ -14,6 +14,7 @@ from kafkasim.harness.faults import Fault, parse_faults
 from kafkasim.harness.nemesis import NemesisSpec, parse_nemesis
 from kafkasim.harness.scenario_checks import check_scenario
 from kafkasim.runtime.buggify import BuggifySpec
+from kafkasim.runtime.real.client_driver import CLIENTS
 
 ANOMALY_KINDS = ("lost-write", "duplicate", "reorder", "inconsistent-offsets", "poll-skip",
                  "nonmonotonic-poll", "unseen", "task-error", "liveness", "replica-divergence",
@@ -109,6 +110,7 @@ class Scenario:
     liveness_skip_reason: str = ""  # [heal] reason: why a scenario turns the phase off
     acls: list[AclSpec] = field(default_factory=list)  # [[acls]] (harness/acl_world.py)
     buggify: BuggifySpec = field(default_factory=BuggifySpec)  # [buggify] (runtime/buggify.py)
+    client: str = ""  # [workload] client: a third-party driver is the workload (client_workload.py)
     # The file's text as loaded (run.json keeps it, so a replay needs no file); not part of what
     # the scenario is: a dumped and reloaded scenario equals the original.
     text: str = field(default="", compare=False)
@@ -326,6 +328,10 @@ def parse_scenario(path: str, raw: dict[str, Any]) -> Scenario:
     if not s.topics:
         raise root.fail("topics", "at least one [[topics]] table")
     wl = root.sub("workload")
+    wl.unknown({"producer", "consumer", "client"})
+    s.client = wl.get("client", str, "", f"one of the client drivers {list(CLIENTS)}")
+    if s.client and s.client not in CLIENTS:
+        raise wl.fail("client", f"one of the client drivers {list(CLIENTS)}", s.client)
     s.producer = _producer_spec(wl.sub("producer"))
     s.consumer = _consumer_spec(wl.sub("consumer"))
     net = root.sub("network")

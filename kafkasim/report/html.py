@@ -29,6 +29,7 @@ td.wrap, td code { word-break: break-all; }
 .headline span { display: inline-block; margin: 0 1.5em 0.3em 0; font-size: 1.05em; }
 .bad { color: #b00020; } .ok { color: #0a7d28; } .exp { color: #8a5a00; }
 td.bad { background: #fde2e4; } td.ok { background: #e3f4e6; } td.exp { background: #fff1d6; }
+td.finding, .legend .finding { background: #fff6bf; color: #6b5500; }
 code { background: #f6f6f6; padding: 0.1em 0.3em; }
 img { margin: 0.5em 1em 0.5em 0; border: 1px solid #eee; max-width: 100%; }
 table.matrix td { padding: 0; text-align: center; min-width: 1.9em; }
@@ -271,6 +272,7 @@ def render_html(data: ReportData) -> str:
         invalid_section(data),
         "<h2>Scenario × seed</h2>",
         matrix_section(data),
+        data.client_matrix_html,
         "<h2>Failing runs</h2>",
         failing_section(data),
         "<h2>Scenarios</h2>",

@@ -27,6 +27,7 @@ from typing import Any
 from urllib.parse import unquote, urlparse
 
 from kafkasim.report import schema
+from kafkasim.report.client_matrix import client_matrix_section, find_matrices
 from kafkasim.report.model import (
     ANOMALY_COLUMNS,
     CHECK_COLUMNS,
@@ -430,6 +431,10 @@ def run_report(
     data = _compute_with_spark(master, list(docs), progress) if docs else ReportData()
     data.invalid = invalid
     write_run_pages(out, root, data, docs, progress)
+    matrices = find_matrices(root, out)
+    if matrices:
+        progress(f"{len(matrices)} client matrix (matrix.json) found")
+    data.client_matrix_html = client_matrix_section(matrices, data.links, out)
     paths = write_outputs(out, data, find_junit(root))
     progress(f"wrote {paths[schema.INDEX_HTML]}")
     return ReportResult(

@@ -57,6 +57,7 @@ class ReportData:
     invalid: list[InvalidRun] = field(default_factory=list)
     links: dict[str, RunLinks] = field(default_factory=dict)  # run_path -> its page and files
     files: dict[str, str] = field(default_factory=dict)  # label -> href: the CSVs, JUnit XML found
+    client_matrix_html: str = ""  # the client × fault section (client_matrix.py), when a matrix.json was found
 
     @property
     def failing_runs(self) -> list[Row]:

@@ -71,11 +71,54 @@ def report(tmp_path_factory: pytest.TempPathFactory) -> Path:
         p = kafkasim("run", f"scenarios/{scenario}.toml", "--seed", str(seed),
                      "--out", str(root / "runs" / scenario / f"seed-{seed}"))
         assert p.returncode == 0, p.stdout + p.stderr
+    write_client_matrix(root)
     p = kafkasim("report", str(root))
     assert p.returncode == 0, p.stdout + p.stderr
     progress = [line for line in p.stderr.splitlines() if line.startswith("report [")]
-    assert "2 run.json found" in progress[0] and "run pages 2/2" in progress[-2], p.stderr
+    assert "2 run.json found" in progress[0] and any("run pages 2/2" in line for line in progress), p.stderr
+    assert any("1 client matrix (matrix.json) found" in line for line in progress), p.stderr
     return root / "summary"
+
+
+def write_client_matrix(root: Path) -> None:
+    """A matrix.json as `kafkasim matrix` writes it (schema kafkasim-matrix/1), its cells pointing at
+    the two runs above (a live matrix takes minutes; tests/harness/test_matrix.py makes real ones):
+    the report must render its client × fault table and link each cell to its run's page."""
+    import json
+
+    cell = {"anomalies": [], "client_settings": {"acks": "all", "idempotent": False, "idempotence_source": "x",
+                                                 "client": "c", "version": "1"}, "faults_not_applied": []}
+    doc = {"schema": "kafkasim-matrix/1", "seed": 1, "command": "kafkasim matrix scenarios/matrix",
+           "clients": ["kafka-python", "java"],
+           "scenarios": [{"name": "smoke", "description": "d"}, {"name": "power-loss", "description": "<b>d</b>"}],
+           "cells": [{**cell, "scenario": "smoke", "client": "kafka-python", "verdict": "pass",
+                      "run": "runs/smoke/seed-1/run.json"},
+                     {**cell, "scenario": "power-loss", "client": "java", "verdict": "finding",
+                      "run": "runs/power-loss-default-flush/seed-1/run.json",
+                      "anomalies": [{"kind": "duplicate", "verdict": "finding", "why": "no idempotence", "count": 2}]},
+                     {"scenario": "power-loss", "client": "kafka-python", "verdict": "skipped", "run": None,
+                      "reason": "driver not built"}],
+           "totals": {"pass": 1, "finding": 1, "skipped": 1},
+           "measurements": {"control_latency_ms": {"n": 2, "p50": 1.5, "p90": 2.0, "p99": 2.0, "max": 2.0},
+                            "pacing_lag_ms": {"instants": 10, "p50_ms": 0.5, "p99_ms": 9.0, "max_ms": 9.5}}}
+    (root / "matrix.json").write_text(json.dumps(doc))
+
+
+def test_client_matrix_table_renders_and_links_every_run(report: Path) -> None:
+    html = (report / "index.html").read_text()
+    section = html[html.index('<div id="client-matrix">'):]
+    section = section[:section.index("</table>")]
+    assert re.search(r'<td class="ok" data-verdict="pass"[^>]*><a href="runs/runs/smoke/seed-1/index.html">',
+                     section)
+    assert re.search(r'<td class="finding" data-verdict="finding"[^>]*><a href="runs/runs/power-loss-default-flush/'
+                     r'seed-1/index.html">finding: duplicate</a>', section)
+    assert '<td class="none" data-verdict="skipped"' in section and "&lt;b&gt;d&lt;/b&gt;" in section
+    assert section.count('<td class="none"></td>') == 1  # smoke x java was not run
+    assert "p50 1.5 ms, p99 2.0 ms over 2 faults" in html and 'href="../matrix.json"' in html
+    for ref in local_refs(section):
+        assert (report / ref).is_file(), ref
+    png = report.parent / "client-matrix.png"
+    assert open_in_chromium(report / "index.html", png, (1280, 2600)) == []
 
 
 def local_refs(html: str) -> list[str]:

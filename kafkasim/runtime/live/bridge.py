@@ -197,8 +197,16 @@ class BridgedConnection:
         stream: Stream | None = None
         try:
             stream = await self._connect(rt)
+            broker = self.bridge.world.nodes[self.bridge.world.net.aliases[(HOST, self.port)]]
+            incarnation = broker.incarnation
             rt.spawn(self.downlink(stream), name="bridge downlink")
             while not self.closed:
+                if self.inbox and broker.alive and broker.incarnation != incarnation:
+                    # The broker lost power and came back: its new incarnation knows nothing of
+                    # this connection and answers the client's next bytes with an RST, as a
+                    # rebooted host's TCP stack does (while it is down they vanish, as now).
+                    self.abort("reset by the restarted broker")
+                    return
                 if self.inbox:
                     data = bytes(self.inbox)
                     self.inbox.clear()

@@ -198,9 +198,36 @@ class Pipeline:
                              "session.timeout.ms": cmd.get("session_timeout_ms", 10000),
                              "heartbeat.interval.ms": cmd.get("heartbeat_interval_ms", 1000)})
         self.c.subscribe([self.input])
-        self.p = Producer({"bootstrap.servers": ARGS.bootstrap, **SECURITY, "client.id": ARGS.client_id, "error_cb": on_error,
-                           "transactional.id": cmd["transactional_id"]})
-        self.p.init_transactions(30)
+        self.txn_id = cmd["transactional_id"]
+        self.p = self.new_producer()
+
+    def new_producer(self) -> Producer:
+        p = Producer({"bootstrap.servers": ARGS.bootstrap, **SECURITY, "client.id": ARGS.client_id, "error_cb": on_error,
+                      "transactional.id": self.txn_id})
+        p.init_transactions(30)
+        return p
+
+    def end(self, commit: bool, errors: list[str]) -> bool:
+        """commit_transaction / abort_transaction as librdkafka documents it: a retriable error
+        (a timeout while the coordinator fails over) is retried with the same call — the first
+        call is still in progress, and any other call conflicts with it; an error that requires
+        an abort is answered by aborting; a fatal one (fenced) replaces the producer. True: the
+        transaction committed."""
+        for _ in range(20):
+            try:
+                (self.p.commit_transaction if commit else self.p.abort_transaction)(30)
+                return commit
+            except KafkaException as exc:
+                pyloop.note_error(errors, exc)
+                err = exc.args[0]
+                if err.retriable():
+                    continue
+                if commit and err.txn_requires_abort():
+                    return self.end(False, errors)
+                if err.fatal():
+                    self.p = self.new_producer()
+                return False
+        return False
 
     def assignment(self) -> list[int]:
         return sorted(tp.partition for tp in self.c.assignment() if tp.topic == self.input)
@@ -224,18 +251,20 @@ class Pipeline:
             if abort_every and self.transactions % abort_every == 0:
                 self.abort_and_rewind(errors)  # on purpose: its output must never be read
                 return rows, False
-            self.p.commit_transaction(30)
-            return rows, True
+            if self.end(True, errors):
+                return rows, True
+            self.rewind()
+            return rows, False
         except KafkaException as exc:
             pyloop.note_error(errors, exc)
             self.abort_and_rewind(errors)
             return rows, False
 
     def abort_and_rewind(self, errors: list[str]) -> None:
-        try:
-            self.p.abort_transaction(30)
-        except KafkaException as exc:
-            pyloop.note_error(errors, exc)
+        self.end(False, errors)
+        self.rewind()
+
+    def rewind(self) -> None:
         assigned = self.c.assignment()
         if assigned:
             for tp in self.c.committed(assigned, timeout=30):

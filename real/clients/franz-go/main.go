@@ -70,7 +70,8 @@ func noteErr(errs []string, err error) []string {
 }
 
 func baseOpts() []kgo.Opt {
-	return append([]kgo.Opt{kgo.SeedBrokers(*bootstrap), kgo.ClientID(*clientID),
+	// --bootstrap is a comma list (as for every driver); SeedBrokers takes one address per argument
+	return append([]kgo.Opt{kgo.SeedBrokers(strings.Split(*bootstrap, ",")...), kgo.ClientID(*clientID),
 		kgo.WithLogger(kgo.BasicLogger(os.Stderr, kgo.LogLevelWarn, nil))}, securityOpts()...)
 }
 

@@ -23,7 +23,7 @@ const CLIENT_ERRORS = []
 
 const kafka = new Kafka({
   clientId: CLIENT_ID,
-  brokers: [BOOTSTRAP],
+  brokers: BOOTSTRAP.split(','),  // a comma list, as every other driver takes
   logLevel: logLevel.ERROR,
   retry: { retries: 3 },
   logCreator: () => ({ level, log }) => {

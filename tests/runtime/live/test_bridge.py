@@ -114,3 +114,20 @@ def test_a_killed_server_resets_the_real_connection(echo: Echo) -> None:
         read_frame(sock)
     assert time.monotonic() - t0 < 3
     sock.close()
+
+
+def test_a_powered_off_server_is_silent_until_it_restarts_then_resets(echo: Echo) -> None:
+    sock = echo.connect()
+    sock.sendall(frame(b"x"))
+    assert read_frame(sock) == b"echo:x"
+    echo.call(lambda: echo.world.nodes["srv"].crash("power"))
+    sock.settimeout(0.8)
+    sock.sendall(frame(b"lost"))  # the machine is off: no answer, no reset
+    with pytest.raises(socket.timeout):
+        read_frame(sock)
+    echo.call(lambda: echo.world.nodes["srv"].restart())
+    sock.settimeout(5)
+    sock.sendall(frame(b"after"))  # the rebooted host knows nothing of this connection: RST
+    with pytest.raises((ConnectionResetError, ConnectionError)):
+        read_frame(sock)
+    sock.close()
