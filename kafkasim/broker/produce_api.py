@@ -113,7 +113,7 @@ class ProduceApi:
                 rt.trace("connection_closed", reason="acks=0 produce failed")
                 raise CloseConnection("error in a produce request with acks=0")
             return None  # acks=0: the producer expects no response at all
-        endpoints = self._leader_hints(req, responses, context_of(header).listener_name) if version >= 10 else []
+        endpoints = self.leader_hints(responses, context_of(header).listener_name) if version >= 10 else []
         return ProduceResponse(responses=responses, throttle_time_ms=0, node_endpoints=endpoints)
 
     async def _verify(self, version: int, req: ProduceRequest
@@ -186,8 +186,9 @@ class ProduceApi:
             return part, res.info.last_offset + 1
         return part, None
 
-    def _leader_hints(self, req: ProduceRequest, responses: list[Any], listener: str) -> list[Any]:
-        """KIP-951: NOT_LEADER_OR_FOLLOWER partitions name the leader this broker knows."""
+    def leader_hints(self, responses: list[Any], listener: str) -> list[Any]:
+        """KIP-951: NOT_LEADER_OR_FOLLOWER partitions name the leader this broker knows (also
+        for an injected one: broker/request_faults.py)."""
         NE = ProduceResponse.NodeEndpoint
         leaders: set[int] = set()
         for topic in responses:

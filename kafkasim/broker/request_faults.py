@@ -7,7 +7,11 @@ the SocketServer once per request, armed by the fault control plane or a scenari
                       the next N requests of K (touching T[-P], if given) are not handled: they get
                       a correctly shaped response of K's version carrying E (Kafka's
                       AbstractRequest.getErrorResponse: every partition / group / key of the request
-                      with E). Produce with acks=0 gets no response, as Kafka sends none.
+                      with E). Produce with acks=0 gets no response, as Kafka sends none. Produce
+                      v10+ answered NOT_LEADER_OR_FOLLOWER names each partition's current leader and
+                      its endpoint (KIP-951), as KafkaApis.handleProduceRequest does for every such
+                      answer: clients that read the hint (franz-go) retry after their backoff
+                      instead of waiting for a metadata refresh.
     request_delay     {"api_key": K?, "delay_ms": D, "count": N?}
                       requests of K (any, without api_key) are handled, and their responses held D ms.
     close_connection  {"after_requests": N, "api_key": K?, "count": C}
@@ -41,6 +45,9 @@ from kafkasim.protocol.messages.produce import ProduceResponse
 from kafkasim.protocol.primitives import Message
 from kafkasim.runtime.api import NodeRuntime
 from kafkasim.runtime.control_api import REQUEST_FAULT_KINDS, FaultError
+
+# (topic responses of a ProduceResponse, listener name) -> node endpoints; fills current_leader.
+LeaderHints = Callable[[list[Any], str], list[Any]]
 
 # Fetch errors that concern the session, not a partition: Kafka puts them at the top level only.
 _FETCH_SESSION_ERRORS = frozenset({E.FETCH_SESSION_ID_NOT_FOUND, E.INVALID_FETCH_SESSION_EPOCH,
@@ -151,11 +158,15 @@ def parse_request_fault(fault_id: str, spec: dict[str, Any]) -> RequestRule:
 
 class RequestFaults:
     """The rules armed on one broker. `topic_id_of(name)` lets a topic filter match Fetch
-    v13+, whose requests name topics by id."""
+    v13+, whose requests name topics by id. `leader_hints(topic responses, listener)` fills the
+    KIP-951 current leader of a Produce answer's NOT_LEADER_OR_FOLLOWER partitions and returns
+    the leaders' endpoints (the produce handler's own; bound once the broker has started)."""
 
-    def __init__(self, rt: NodeRuntime, topic_id_of: Callable[[str], Any] | None = None) -> None:
+    def __init__(self, rt: NodeRuntime, topic_id_of: Callable[[str], Any] | None = None,
+                 leader_hints: LeaderHints | None = None) -> None:
         self.rt = rt
         self.topic_id_of = topic_id_of
+        self.leader_hints = leader_hints
         self.rules: list[RequestRule] = []
 
     def add(self, rule: RequestRule) -> None:
@@ -169,8 +180,8 @@ class RequestFaults:
                 return rule
         return None
 
-    def on_request(self, api_key: int, api_version: int, request: Any) -> Verdict:
-        """The verdict for one parsed request (NO_FAULT when no rule matches)."""
+    def on_request(self, api_key: int, api_version: int, request: Any, listener: str = "PLAINTEXT") -> Verdict:
+        """The verdict for one parsed request, received on `listener` (NO_FAULT when no rule matches)."""
         if not self.rules:
             return NO_FAULT
         for rule in self.rules:
@@ -178,7 +189,7 @@ class RequestFaults:
                 continue
             if rule.topic is not None and not self._touches(rule, api_key, request):
                 continue
-            verdict = self._act(rule, api_key, api_version, request)
+            verdict = self._act(rule, api_key, api_version, request, listener)
             if verdict is None:
                 continue
             rule.fired += 1
@@ -191,12 +202,17 @@ class RequestFaults:
             return verdict
         return NO_FAULT
 
-    def _act(self, rule: RequestRule, api_key: int, api_version: int, request: Any) -> Verdict | None:
+    def _act(self, rule: RequestRule, api_key: int, api_version: int, request: Any,
+             listener: str) -> Verdict | None:
         if rule.kind == "request_error":
             if api_key == A.PRODUCE and request.acks == 0:
                 return Verdict(skip_handler=True, response=None, fault_id=rule.fault_id)
-            return Verdict(skip_handler=True, response=error_response(api_key, api_version, request, rule.error_code),
-                           fault_id=rule.fault_id)
+            response = error_response(api_key, api_version, request, rule.error_code)
+            if (api_key == A.PRODUCE and api_version >= 10 and rule.error_code == E.NOT_LEADER_OR_FOLLOWER
+                    and self.leader_hints is not None):
+                assert isinstance(response, ProduceResponse)
+                response.node_endpoints = self.leader_hints(response.responses, listener)
+            return Verdict(skip_handler=True, response=response, fault_id=rule.fault_id)
         if rule.kind == "request_delay":
             return Verdict(delay_ms=rule.delay_ms, fault_id=rule.fault_id)
         if rule.seen < rule.after_requests:   # close_connection: not yet

@@ -27,6 +27,7 @@ from kafkasim.broker.group.coordinator import GroupCoordinator
 from kafkasim.broker.group.manager import GROUP_METADATA_TOPIC_NAME
 from kafkasim.broker.kafka_apis import KafkaApis
 from kafkasim.broker.metadata_cache import MetadataCache
+from kafkasim.broker.produce_api import ProduceApi
 from kafkasim.broker.producer_id_manager import ZkProducerIdManager, producer_id_generator
 from kafkasim.broker.purgatory import DelayedOperationPurgatory
 from kafkasim.broker.quota_manager import QuotaManagers
@@ -175,6 +176,8 @@ class KafkaServer:
                                      txn, kzk, self._broker_epoch, self.authorizer, quotas)
         # Requests are processed only now, as Kafka's startProcessingRequests at the end of
         # startup: a client that connects earlier waits rather than seeing no topics.
+        # An injected Produce NOT_LEADER_OR_FOLLOWER carries the KIP-951 hint, as a real one does.
+        self.request_faults.leader_hints = ProduceApi(rt, rm, cache).leader_hints
         socket_server.enable_request_processing(apis)
         rt.trace("broker_started", broker_id=cfg.broker_id, port=self.port, cluster_id=cluster_id,
                  broker_epoch=self.broker_epoch)

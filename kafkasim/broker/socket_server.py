@@ -255,7 +255,8 @@ class SocketServer:
                                     security_protocol=endpoint.security_protocol,
                                     client_address=str(stream.peer[0]) if stream.peer else "")
         # Request-level faults (broker/request_faults.py): answer with an error, close, or delay.
-        fault = self.request_faults.on_request(header.request_api_key, header.request_api_version, request)
+        fault = self.request_faults.on_request(header.request_api_key, header.request_api_version, request,
+                                              endpoint.listener_name)
         if fault.close:
             rt.trace("connection_closed", peer=list(stream.peer), reason=f"fault {fault.fault_id}")
             return False

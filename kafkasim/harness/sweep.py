@@ -16,7 +16,7 @@ from kafkasim.harness.host import run_in_processes, wall_seconds
 from kafkasim.harness.progress import ProgressLine, sweep_text
 from kafkasim.harness.repro import replay_command, repro_command
 from kafkasim.harness.runner import default_out_dir, run_scenario
-from kafkasim.harness.scenario import Scenario, load_scenario, with_buggify
+from kafkasim.harness.scenario import Scenario, ScenarioError, load_scenario, with_buggify
 
 
 @dataclass(frozen=True)
@@ -49,6 +49,14 @@ def scenario_files(path: str) -> list[str]:
     return [path]
 
 
+def refuse_client_workload(path: str, scenario: Scenario) -> None:
+    """A third-party client's scenario runs against the live cluster, paced to the wall clock and
+    not replayable: a seed sweep of the simulation cannot run it."""
+    if scenario.client:
+        raise ScenarioError(f"{path}: [workload] client = {scenario.client!r}: a third-party client's scenario is "
+                            f"run with `kafkasim run {path}` or `kafkasim matrix`, not `kafkasim sweep`")
+
+
 def run_job(job: Job) -> dict[str, Any]:
     scenario = job_scenario(job, load_scenario(job.scenario_path))
     result = run_scenario(scenario, job.seed, default_out_dir(scenario, job.seed, job.reports_dir), job.seeded_bugs)
@@ -71,7 +79,7 @@ def sweep(path: str, seeds: list[int], jobs: int, reports_dir: str, junit: str |
     instead of in `jobs` local processes."""
     files = scenario_files(path)
     for f in files:
-        load_scenario(f)  # fail fast, naming file and key, before any worker starts
+        refuse_client_workload(f, load_scenario(f))  # fail fast, naming file and key, before any worker starts
     bugs = tuple(sorted(seeded_bugs))
     work = [Job(f, s, reports_dir, bugs, buggify) for f in files for s in seeds]
     results: list[dict[str, Any]] = []

@@ -197,3 +197,32 @@ def test_delay_and_close_connection_on_the_wire() -> None:
     delayed, undelayed, first, closed, again, left = run_cluster(body)
     assert delayed >= 700 > undelayed
     assert first == 3 and closed and again == 3 and left == []
+
+
+def test_injected_not_leader_on_produce_v10_plus_names_the_current_leader() -> None:
+    """KafkaApis.handleProduceRequest fills KIP-951's CurrentLeader and NodeEndpoints for every
+    NOT_LEADER_OR_FOLLOWER at v10+; an injected one must too (franz-go, without the hint, holds
+    the partition until its next metadata refresh, 5 s apart). Older versions and other errors
+    carry no hint."""
+
+    async def body(c: Cluster, rt: NodeRuntime) -> Any:
+        assert await c.create_topic(rt, "t", 1, 3) == E.NONE
+        assert await c.wait_until(rt, lambda: c.leader_id("t", 0) >= 0)
+        leader = c.leader_id("t", 0)
+        server = c.server(leader)
+        epoch = server.replica_manager.get_partition("t", 0).leader_epoch
+        faults = server.request_faults
+        req = _sample_requests()[A.PRODUCE]
+        out = []
+        for version, code in ((11, "NOT_LEADER_OR_FOLLOWER"), (9, "NOT_LEADER_OR_FOLLOWER"), (11, "REQUEST_TIMED_OUT")):
+            faults.add(parse_request_fault("f", {"kind": "request_error", "api_key": "Produce", "error_code": code}))
+            out.append(_roundtrip(A.PRODUCE, version, faults.on_request(A.PRODUCE, version, req, "PLAINTEXT").response))
+        return leader, epoch, out
+
+    leader, epoch, (hinted, old, timed_out) = run_cluster(body)
+    part = hinted.responses[0].partition_responses[0]
+    assert part.error_code == E.NOT_LEADER_OR_FOLLOWER
+    assert (part.current_leader.leader_id, part.current_leader.leader_epoch) == (leader, epoch)
+    assert [e.node_id for e in hinted.node_endpoints] == [leader] and hinted.node_endpoints[0].port > 0
+    for resp in (old, timed_out):
+        assert resp.node_endpoints == [] and resp.responses[0].partition_responses[0].current_leader.leader_id == -1
