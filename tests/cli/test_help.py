@@ -17,7 +17,7 @@ def subcommands() -> dict[str, argparse.ArgumentParser]:
 
 
 def test_every_subcommand_is_covered() -> None:
-    assert set(subcommands()) == {"run", "sweep", "replay", "shrink", "serve", "cluster", "fault", "load", "report"}
+    assert set(subcommands()) == {"run", "sweep", "replay", "shrink", "serve", "cluster", "fault", "load", "report", "matrix"}
 
 
 @pytest.mark.parametrize("name", sorted(subcommands()))
