@@ -204,7 +204,8 @@ def run_scenario(scenario: Scenario, seed: int, out_dir: str | None = None,
                                           "polls": len(history.polls)})
         # The histories are final and checked: heal everything and require convergence.
         phase, phase_summary = liveness_phase(world, cluster, fault_owner, scenario, completed,
-                                              probe_spec(scenario, history, results, last_fault_ms), eyes.step)
+                                              probe_spec(scenario, history, results, last_fault_ms,
+                                                         eyes.bit_flips.holes), eyes.step)
     wall = wall_seconds() - wall_start
     run = _run_json(scenario, seed, world, history, results, completed, wall, deadline, phase)
     run["liveness_phase"] = phase_summary

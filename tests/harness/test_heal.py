@@ -140,6 +140,20 @@ def test_records_an_expected_loss_already_reported_are_not_asked_for_again() -> 
     assert [r.value for r in records] == ["producer-0-3"] and excused == 2
 
 
+def test_a_record_in_a_hole_a_flipped_base_offset_left_is_excused_only_where_corruption_is_expected() -> None:
+    """bit-rot seed 92: a follower took a batch whose base offset a read-side flip had moved 2**58
+    up, truncated to the leader's end (416) and so skipped offset 415 for good; it led after the
+    leader's crash, and the record acknowledged at 415 was gone — as in Kafka."""
+    h = History(sends=[Send("producer-0", "producer-0-0", None, 0.0, 1.0, True, 2, 414),
+                       Send("producer-0", "producer-0-1", None, 0.0, 1.0, True, 2, 415),
+                       Send("producer-0", "producer-0-2", None, 0.0, 1.0, True, 1, 415)])
+    holes = {("t", 2, 415)}
+    records, excused = heal.required_records(h, "t", [], ["corrupt-offset-propagated"], holes=holes)
+    assert [r.value for r in records] == ["producer-0-0", "producer-0-2"] and excused == 1
+    records, excused = heal.required_records(h, "t", [], [], holes=holes)
+    assert len(records) == 3 and excused == 0, "without corruption expected, the probe asks for every record"
+
+
 def test_turning_the_phase_off_needs_a_reason(tmp_path: Path) -> None:
     with pytest.raises(ScenarioError, match="heal.reason"):
         scenario_from_text("x.toml", BASE + "[heal]\nliveness = false\n")
