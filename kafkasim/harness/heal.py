@@ -59,7 +59,7 @@ def required_records(history: History, topic: str, results: list[CheckResult], e
     loss_expected = any(k in expected for k in LOST_KINDS)
     excused = {str(a.detail.get("value")) for r in results if r.name in expected
                for a in r.anomalies if a.kind in LOST_KINDS and a.kind in expected}
-    in_holes = holes if holes and any(k in expected for k in HOLE_KINDS) else set()
+    in_holes = _hole_offsets(topic, results, holes) if any(k in expected for k in HOLE_KINDS) else set()
     out, skipped = [], 0
     for s in history.acked():
         if s.partition < 0 or s.offset < 0:
@@ -97,6 +97,23 @@ def run_liveness_phase(world: SimWorld, cluster: SimCluster, faults: Owner, spec
     return CheckResult("liveness", [Anomaly("liveness", {
         "reason": "the healed cluster did not converge within heal.liveness_ms", "deadline_ms": spec.deadline_ms,
         "stuck": problems[:20], "stuck_count": len(problems)})]), summary
+
+
+def _hole_offsets(topic: str, results: list[CheckResult],
+                  holes: set[tuple[str, int, int]] | None) -> set[tuple[str, int, int]]:
+    """Every offset of a hole: where the follower trace saw it open (`holes`), and each offset of a
+    batch a replica holds where the leader holds nothing (the replica check's
+    corrupt-offset-propagated with no leader batch: the hole spans that whole batch)."""
+    out = set(holes or ())
+    for r in results:
+        for a in r.anomalies:
+            d = a.detail
+            if a.kind != "corrupt-offset-propagated" or d.get("leader_batch") is not None:
+                continue
+            batch = d.get("replica_batch")
+            if d.get("topic") == topic and isinstance(batch, list) and len(batch) >= 2:
+                out.update((topic, int(d["partition"]), o) for o in range(int(batch[0]), int(batch[1]) + 1))
+    return out
 
 
 def probe_spec(scenario: Scenario, history: History, results: list[CheckResult], last_fault_ms: float,

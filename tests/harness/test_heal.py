@@ -154,6 +154,21 @@ def test_a_record_in_a_hole_a_flipped_base_offset_left_is_excused_only_where_cor
     assert len(records) == 3 and excused == 0, "without corruption expected, the probe asks for every record"
 
 
+def test_a_hole_spans_the_whole_batch_the_leader_lacks() -> None:
+    """bit-rot seed 125: the replica check found the batch 433-436 on a replica and nothing there on
+    the leader (corrupt-offset-propagated); all four records are in the hole, not only the first."""
+    h = History(sends=[Send("producer-0", f"producer-0-{o}", None, 0.0, 1.0, True, 0, o) for o in range(432, 438)])
+    flipped = [CheckResult("replica-divergence", [Anomaly("corrupt-offset-propagated", {
+        "topic": "t", "partition": 0, "offset": 433, "leader_batch": None, "replica_batch": [433, 436, 0, 1]})])]
+    records, excused = heal.required_records(h, "t", flipped, ["corrupt-offset-propagated"], holes={("t", 0, 433)})
+    assert [r.offset for r in records] == [432, 437] and excused == 4
+    same_batch_on_leader = [CheckResult("replica-divergence", [Anomaly("corrupt-offset-propagated", {
+        "topic": "t", "partition": 0, "offset": 433, "leader_batch": [433, 436, 0, 2],
+        "replica_batch": [433, 436, 0, 1]})])]
+    records, _ = heal.required_records(h, "t", same_batch_on_leader, ["corrupt-offset-propagated"])
+    assert len(records) == 6, "a batch the leader holds (one offset bit away) is no hole"
+
+
 def test_turning_the_phase_off_needs_a_reason(tmp_path: Path) -> None:
     with pytest.raises(ScenarioError, match="heal.reason"):
         scenario_from_text("x.toml", BASE + "[heal]\nliveness = false\n")

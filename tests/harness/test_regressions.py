@@ -26,6 +26,7 @@ MUST_SHOW = {
     "bit-rot-seed-35": "corrupt-offset-propagated",
     "bit-rot-seed-54": "corrupt-offset-delivered",
     "bit-rot-seed-92": "corrupt-offset-propagated",
+    "bit-rot-seed-125": "corrupt-offset-propagated",
 }
 
 
