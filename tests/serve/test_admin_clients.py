@@ -59,6 +59,17 @@ def _segment_bytes(log_dir: Path, topic: str, partition: int) -> int:
 
 
 # ---------------------------------------------------------------- confluent-kafka (librdkafka)
+
+def _gone(path: Path, timeout_s: float = 10.0) -> bool:
+    """The log dir renamed `-delete`, waited for: the topic leaves the metadata cache when the
+    controller starts deleting it (UpdateMetadata with LeaderDuringDelete, as Kafka's
+    TopicDeletionManager.onTopicDeletion sends it), before StopReplica(delete) renames the dir, so
+    DeleteTopics may answer first — in Kafka too."""
+    deadline = time.monotonic() + timeout_s
+    while path.exists() and time.monotonic() < deadline:
+        time.sleep(0.05)
+    return not path.exists()
+
 def test_confluent_admin_topics_partitions_configs_records_cluster(broker: ServedBroker) -> None:
     from confluent_kafka import TopicPartition
     from confluent_kafka.admin import (
@@ -121,7 +132,7 @@ def test_confluent_admin_topics_partitions_configs_records_cluster(broker: Serve
 
     assert {t: f.result() for t, f in a.delete_topics(["ck-a"]).items()} == {"ck-a": None}
     assert "ck-a" not in _topics(broker.bootstrap) and "ck-b" in _topics(broker.bootstrap)
-    assert not (broker.log_dir / "ck-a-0").exists()
+    assert _gone(broker.log_dir / "ck-a-0")
 
 
 # ---------------------------------------------------------------- kafka-python
@@ -190,6 +201,6 @@ def test_kafka_python_admin_topics_partitions_configs_records_log_dirs(broker: S
         with pytest.raises(UnknownTopicOrPartitionError):
             a.delete_topics(["kp-missing"])
         assert "kp-a" not in set(a.list_topics())
-        assert not (broker.log_dir / "kp-a-0").exists()
+        assert _gone(broker.log_dir / "kp-a-0")
     finally:
         a.close()
