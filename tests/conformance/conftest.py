@@ -5,16 +5,16 @@ sides run at the same time, each plays the cases in the same order)."""
 
 from __future__ import annotations
 
-import importlib.util
 import os
-import sys
 import threading
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from types import ModuleType
-from typing import Any, Iterator
+from typing import Any
 
 import pytest
+from runtime_worlds import load_script
 
 from kafkasim.protocol.messages.api_versions import ApiVersionsRequest
 from tests.conformance.library import cases
@@ -31,15 +31,7 @@ SHARED_CONFIGS = {"offsets.topic.replication.factor": "1", "default.replication.
 KAFKA_ONLY_CONFIGS = {"transaction.state.log.replication.factor": "1", "transaction.state.log.min.isr": "1"}
 
 
-def load(name: str, path: Path) -> ModuleType:
-    if name in sys.modules:
-        return sys.modules[name]
-    spec = importlib.util.spec_from_file_location(name, path)
-    assert spec is not None and spec.loader is not None
-    mod = importlib.util.module_from_spec(spec)
-    sys.modules[name] = mod
-    spec.loader.exec_module(mod)
-    return mod
+load = load_script  # real/'s scripts by path (tests/runtime/runtime_worlds.py)
 
 
 def kafka_launcher() -> ModuleType:

@@ -14,10 +14,11 @@ import io
 import itertools
 import json
 import sys
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import ModuleType
-from typing import Any, Awaitable, Callable, Optional
+from typing import Any
 
 from kafkasim.runtime.api import Coordination, NodeRuntime
 from kafkasim.runtime.real.world import RealNode
@@ -35,17 +36,20 @@ REPO = Path(__file__).resolve().parents[2]
 ZK_SCRIPT = REPO / "real" / "zookeeper" / "zk.py"
 
 
-def load_zk_launcher() -> ModuleType:
-    """real/ is a kit of scripts, not a package: load the ZooKeeper launcher by path."""
-    name = "kafkasim_real_zookeeper"
+def load_script(name: str, path: Path) -> ModuleType:
+    """real/ is a kit of scripts, not a package: load one by path, once, under `name`."""
     if name in sys.modules:
         return sys.modules[name]
-    spec = importlib.util.spec_from_file_location(name, ZK_SCRIPT)
+    spec = importlib.util.spec_from_file_location(name, path)
     assert spec is not None and spec.loader is not None
     mod = importlib.util.module_from_spec(spec)
     sys.modules[name] = mod  # dataclasses resolve annotations through sys.modules
     spec.loader.exec_module(mod)
     return mod
+
+
+def load_zk_launcher() -> ModuleType:
+    return load_script("kafkasim_real_zookeeper", ZK_SCRIPT)
 
 
 class HarnessTimeout(AssertionError):
@@ -62,7 +66,7 @@ class Ctx:
     root: str  # a znode path unique to this run: real ZooKeeper is shared by the session
     _node: Callable[[str], NodeRuntime]
     _kill: Callable[[str], None]
-    sim: Optional[SimWorld] = None
+    sim: SimWorld | None = None
 
     def node(self, name: str) -> NodeRuntime:
         return self._node(name)
@@ -89,7 +93,7 @@ class SimHarness(World):
     seed: int = 7
     limit_ms: float = SIM_LIMIT_MS
     kind: str = "sim"
-    last: Optional[SimWorld] = None
+    last: SimWorld | None = None
     _trace: io.StringIO = field(default_factory=io.StringIO)
 
     def trace_events(self, ev: str) -> list[dict[str, Any]]:
@@ -124,7 +128,7 @@ class SimHarness(World):
 @dataclass
 class RealHarness(World):
     tmp: Path = field(default_factory=Path)
-    zookeeper: Optional[str] = None  # a connect string: kazoo against that ZooKeeper
+    zookeeper: str | None = None  # a connect string: kazoo against that ZooKeeper
     durable: bool = False  # the embedded store with its WAL and snapshots (kafkasim serve's)
     seed: int = 7
     timeout_s: float = REAL_TIMEOUT_S
@@ -154,7 +158,7 @@ class RealHarness(World):
         ctx = Ctx("real", node(DRIVER), root, node, kill)
         try:
             return await asyncio.wait_for(main(ctx), self.timeout_s)
-        except asyncio.TimeoutError as exc:
+        except TimeoutError as exc:
             raise HarnessTimeout(f"real test still running after {self.timeout_s} s") from exc
         finally:
             for n in nodes.values():

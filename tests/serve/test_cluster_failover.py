@@ -7,16 +7,16 @@ killed broker restarts, truncates and rejoins the ISR."""
 
 from __future__ import annotations
 
-import importlib.util
 import os
-import sys
 import threading
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from types import ModuleType
-from typing import Any, Iterator
+from typing import Any
 
 import pytest
+from runtime_worlds import load_script
 
 from tests.serve.clients.driver import Driver, driver_missing
 
@@ -27,15 +27,7 @@ CONFIGS = {"zookeeper.session.timeout.ms": "6000", "replica.lag.time.max.ms": "1
 
 
 def _launcher() -> ModuleType:
-    name = "kafkasim_real_cluster"
-    if name in sys.modules:
-        return sys.modules[name]
-    spec = importlib.util.spec_from_file_location(name, ROOT / "real" / "cluster" / "cluster.py")
-    assert spec is not None and spec.loader is not None
-    mod = importlib.util.module_from_spec(spec)
-    sys.modules[name] = mod
-    spec.loader.exec_module(mod)
-    return mod
+    return load_script("kafkasim_real_cluster", ROOT / "real" / "cluster" / "cluster.py")
 
 
 @pytest.fixture

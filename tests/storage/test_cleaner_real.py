@@ -10,9 +10,7 @@ Debian's ZooKeeper and confluent-kafka; without them it skips (fails in CI)."""
 
 from __future__ import annotations
 
-import importlib.util
 import os
-import sys
 import threading
 import time
 from pathlib import Path
@@ -20,6 +18,7 @@ from types import ModuleType
 from typing import Any
 
 import pytest
+from runtime_worlds import load_script
 
 from kafkasim.records.batch import decode_batch_records, iter_batches
 from kafkasim.records.errors import CorruptRecordError
@@ -40,15 +39,7 @@ TXN_END = 7          # offsets 0-6 are the transactions' (see play)
 MAX_ROUNDS = 20
 
 
-def _load(name: str, path: Path) -> ModuleType:
-    if name in sys.modules:
-        return sys.modules[name]
-    spec = importlib.util.spec_from_file_location(name, path)
-    assert spec is not None and spec.loader is not None
-    mod = importlib.util.module_from_spec(spec)
-    sys.modules[name] = mod
-    spec.loader.exec_module(mod)
-    return mod
+_load = load_script
 
 
 def _launcher() -> ModuleType:

@@ -7,17 +7,17 @@ replicate; each broker's trace shows the other brokers logging in as User:broker
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import os
 import subprocess
-import sys
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from types import ModuleType
-from typing import Any, Iterator
+from typing import Any
 
 import pytest
+from runtime_worlds import load_script
 
 from tests.serve.conftest import free_port
 
@@ -28,15 +28,7 @@ JAAS = ('org.apache.kafka.common.security.plain.PlainLoginModule required userna
 
 
 def _launcher() -> ModuleType:
-    name = "kafkasim_real_cluster"
-    if name in sys.modules:
-        return sys.modules[name]
-    spec = importlib.util.spec_from_file_location(name, ROOT / "real" / "cluster" / "cluster.py")
-    assert spec is not None and spec.loader is not None
-    mod = importlib.util.module_from_spec(spec)
-    sys.modules[name] = mod
-    spec.loader.exec_module(mod)
-    return mod
+    return load_script("kafkasim_real_cluster", ROOT / "real" / "cluster" / "cluster.py")
 
 
 def _configs(port: int, secure_port: int, certs: Path) -> dict[str, str]:
