@@ -47,16 +47,20 @@ def driver_missing(client: str) -> str | None:
 
 
 class DriverProcess:
-    """One driver process: `call(cmd)` sends a command and waits for its reply. Its stderr (the
-    client's own log) goes to `log_path`."""
+    """One driver process: `send(cmd)` writes a command and returns its id, `recv(id)` waits for
+    that command's reply (replies to other ids are kept for their own `recv`), `call(cmd)` does
+    both. Its stderr (the client's own log) goes to `log_path`."""
 
     def __init__(self, client: str, bootstrap: str, client_id: str, log_path: str) -> None:
         why = driver_missing(client)
         if why:
             raise DriverFailed(why)
         self.client = client
+        self.log_path = log_path
         self._ids = itertools.count(1)
         self._replies: queue.Queue[dict[str, Any] | None] = queue.Queue()
+        self._pending: dict[int, dict[str, Any]] = {}
+        self._ops: dict[int, str] = {}  # command id -> its op, for messages
         self._log = open(log_path, "w")
         env = dict(os.environ, KAFKASIM_PYTHON=sys.executable)
         argv = [str(clients_dir() / client / "driver"), "--bootstrap", bootstrap, "--client-id", client_id]
@@ -75,41 +79,60 @@ class DriverProcess:
                     self._replies.put({"op": "error", "error": f"driver wrote a non-JSON line: {line[:300]!r}"})
         self._replies.put(None)
 
-    def call(self, cmd: dict[str, Any], timeout_s: float) -> dict[str, Any]:
-        """The reply (an `{"op": "error"}` reply is returned, not raised: the caller records it)."""
+    def detail(self) -> str:
+        """What a DriverFailed message adds after its reason (nothing here; tests add the log)."""
+        return ""
+
+    def send(self, cmd: dict[str, Any]) -> int:
         cid = next(self._ids)
         assert self.proc.stdin is not None
         try:
             self.proc.stdin.write(json.dumps(dict(cmd, id=cid)) + "\n")
             self.proc.stdin.flush()
         except OSError as exc:
-            raise DriverFailed(f"{self.client}: driver is gone ({exc})") from None
+            raise DriverFailed(f"{self.client}: driver is gone ({exc}){self.detail()}") from None
+        self._ops[cid] = str(cmd.get("op"))
+        return cid
+
+    def recv(self, cid: int, timeout_s: float) -> dict[str, Any]:
+        """The reply to command `cid` (replies come back in order; one without an id, such as a
+        parse error, is returned too). An `{"op": "error"}` reply is returned, not raised."""
+        if cid in self._pending:
+            return self._pending.pop(cid)
         deadline = time.monotonic() + timeout_s
         while True:
             left = deadline - time.monotonic()
             if left <= 0:
-                raise DriverFailed(f"{self.client}: no reply to {cmd.get('op')} within {timeout_s:.0f} s")
+                raise DriverFailed(f"{self.client}: no reply to {self._ops.get(cid)} within {timeout_s:.0f} s"
+                                   f"{self.detail()}")
             try:
                 r = self._replies.get(timeout=left)
             except queue.Empty:
                 continue
             if r is None:
                 self._replies.put(None)
-                raise DriverFailed(f"{self.client}: driver exited ({self.proc.poll()}) before replying")
-            if r.get("id") in (cid, None):
+                raise DriverFailed(f"{self.client}: driver exited ({self.proc.poll()}) before replying{self.detail()}")
+            rid = r.get("id")
+            if rid in (cid, None):
+                self._ops.pop(cid, None)
                 return r
+            self._pending[rid] = r
+
+    def call(self, cmd: dict[str, Any], timeout_s: float) -> dict[str, Any]:
+        return self.recv(self.send(cmd), timeout_s)
 
     def close(self, timeout_s: float = 20.0) -> None:
         """Ask the driver to close (a group member leaves), then kill its process group."""
         if self.proc.poll() is None:
             try:
-                self.call({"op": "close"}, timeout_s)
+                self.recv(self.send({"op": "close"}), timeout_s)  # an error reply is no reason to wait
                 self.proc.wait(timeout=timeout_s)
             except (DriverFailed, subprocess.TimeoutExpired):
                 pass
         self.kill()
 
     def kill(self) -> None:
+        """Kill the driver's process group (its clients and any child, e.g. kcat), no clean-up."""
         if self.proc.poll() is None:
             try:
                 os.killpg(self.proc.pid, 9)
