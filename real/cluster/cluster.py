@@ -201,29 +201,12 @@ class Cluster:
 
 def _metadata_view(port: int) -> tuple[int, int]:
     """(brokers, controller id) in one broker's Metadata v1 answer, over a plain socket."""
-    from kafkasim.protocol import api as A
-    from kafkasim.protocol.framing import encode_request
-    from kafkasim.protocol.messages.headers import RequestHeader
-    from kafkasim.protocol.messages.metadata import MetadataRequest
+    if str(HERE) not in sys.path:
+        sys.path.insert(0, str(HERE))
+    from cluster_faults import metadata
 
-    header = RequestHeader(request_api_key=A.METADATA, request_api_version=1, correlation_id=1,
-                           client_id="kafkasim-cluster-ready")
-    with socket.create_connection(("127.0.0.1", port), timeout=5) as sock:
-        sock.sendall(encode_request(header, MetadataRequest(topics=[])))
-        size = int.from_bytes(_read_exactly(sock, 4), "big")
-        frame = _read_exactly(sock, size)
-    response = A.api_info(A.METADATA).response.decode(memoryview(frame)[4:], 1)  # header v0: correlation id
-    return len(response.brokers), int(response.controller_id)
-
-
-def _read_exactly(sock: socket.socket, n: int) -> bytes:
-    out = b""
-    while len(out) < n:
-        chunk = sock.recv(n - len(out))
-        if not chunk:
-            raise ConnectionError("broker closed the connection")
-        out += chunk
-    return out
+    brokers, controller, _ = metadata(port, [])
+    return brokers, controller
 
 
 def up(directory: str | Path, brokers: int, configs: Optional[dict[str, str]] = None) -> Cluster:
