@@ -42,8 +42,8 @@ answered with the larger throttle time, as KafkaApis does for Produce and Fetch.
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass, field
 from collections.abc import Awaitable
+from dataclasses import dataclass, field
 from typing import Any
 
 from kafkasim.broker import quota_manager_request as RQ
