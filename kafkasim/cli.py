@@ -635,7 +635,8 @@ def _add_real_commands(sub: Any) -> None:
     sc.add_argument("--zookeeper", required=True, help="HOST:PORT of the real ZooKeeper (required)")
     sc.add_argument("--user", required=True, help="the user (kafka-configs' --entity-name; required)")
     sc.add_argument("--password", required=True, help="the user's password (required)")
-    sc.add_argument("--mechanism", default="SCRAM-SHA-512", help="SCRAM-SHA-256 or SCRAM-SHA-512")
+    sc.add_argument("--mechanism", default="SCRAM-SHA-512", choices=["SCRAM-SHA-256", "SCRAM-SHA-512"],
+                    help="the mechanism")
     sc.add_argument("--iterations", type=int, default=4096, help="PBKDF2 iterations (at least 4096)")
     sc.set_defaults(fn=_cmd_scram_credential)
     rep = _sub(sub, "report", "aggregate run reports with PySpark (needs Java)")
