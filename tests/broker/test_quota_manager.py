@@ -16,7 +16,7 @@ from kafkasim.protocol.messages.produce import ProduceRequest
 from kafkasim.records.batch import Record, build_batch
 from kafkasim.runtime.api import NodeRuntime
 from kafkasim.runtime.sim.world import SimWorld
-from tests.broker.test_idempotence import _connect, _restart_broker, _run
+from tests.broker.test_idempotence import BROKER, _connect, _restart_broker, _run
 
 pytestmark = pytest.mark.sim
 
@@ -121,6 +121,26 @@ def test_a_quota_set_during_a_run_is_enforced_by_default_and_after_a_restart() -
     # client has it).
     assert throttle >= 1000 and muted_ms >= throttle - 5
     assert throttle2 >= 1000 and muted2_ms >= throttle2 - 5   # the restarted broker read the quota back
+
+
+def test_after_a_new_zookeeper_session_the_broker_still_hears_of_quota_changes() -> None:
+    """The /config/changes watch went with the expired session; the listener's re-read in the new
+    session (pipelined behind the broker's re-registration) sets it again."""
+    async def body(world: SimWorld, rt: NodeRuntime, servers: dict[str, Any]) -> Any:
+        w = await _connect(rt, "t")
+        expired = world.zookeeper.expire_host(BROKER)
+        await rt.sleep(3_000)   # the broker learns of it at its next ping and opens a new session
+        EN = Q.EntryData
+        await w.call(A.ALTER_CLIENT_QUOTAS, 1, Q(entries=[EN(
+            entity=[EN.EntityData(entity_type="client-id", entity_name="t")],
+            ops=[EN.OpData(key="producer_byte_rate", value=5_000, remove=False)])], validate_only=False))
+        await rt.sleep(500)
+        throttles = [(await w.call(A.PRODUCE, 9, _batch())).throttle_time_ms for _ in range(60)]
+        return expired, servers["broker"].zk.session_generation, throttles
+
+    expired, generation, throttles = _run(body)
+    assert expired and generation == 1
+    assert max(throttles) > 0
 
 
 def _batch() -> ProduceRequest:
