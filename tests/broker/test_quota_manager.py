@@ -4,11 +4,15 @@ world: throttled answers, a muted channel, and a measured rate that converges to
 
 from __future__ import annotations
 
+import dataclasses
+from pathlib import Path
 from typing import Any
 
 import pytest
 
 from kafkasim.broker.quota_manager import FETCH, PRODUCE, ClientQuotaManager, QuotaConfigs, Rate
+from kafkasim.harness.runner import run_scenario
+from kafkasim.harness.scenario import load_scenario
 from kafkasim.protocol import api as A
 from kafkasim.protocol.messages.alter_client_quotas import AlterClientQuotasRequest as Q
 from kafkasim.protocol.messages.api_versions import ApiVersionsRequest
@@ -19,6 +23,7 @@ from kafkasim.runtime.sim.world import SimWorld
 from tests.broker.test_idempotence import BROKER, _connect, _restart_broker, _run
 
 pytestmark = pytest.mark.sim
+SCENARIOS = Path(__file__).resolve().parents[2] / "scenarios"
 
 
 def test_rate_counts_at_least_samples_minus_one_windows() -> None:
@@ -141,6 +146,16 @@ def test_after_a_new_zookeeper_session_the_broker_still_hears_of_quota_changes()
     expired, generation, throttles = _run(body)
     assert expired and generation == 1
     assert max(throttles) > 0
+
+
+@pytest.mark.parametrize("name", ["broker-kill-restart", "controller-zk-session-expiry"])
+def test_enforcing_quotas_moves_no_quota_less_schedule(name: str, tmp_path: Path) -> None:
+    """The quota manager's reads ride on other ZooKeeper requests (startup, a restart, a new
+    session): a run that sets no quota has the same trace, bit for bit, with quotas off."""
+    scenario = load_scenario(str(SCENARIOS / f"{name}.toml"))
+    off = dataclasses.replace(scenario, broker_config={**scenario.broker_config, "client.quotas": "false"})
+    hashes = [run_scenario(s, 1, str(tmp_path / str(i))).run["trace_hash"] for i, s in enumerate((scenario, off))]
+    assert hashes[0] == hashes[1]
 
 
 def _batch() -> ProduceRequest:
