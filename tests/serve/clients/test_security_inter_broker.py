@@ -86,9 +86,11 @@ def _secured_cluster(tmp_path: Path, mechanism: str, wrong_password_on: int | No
             _add_scram_credential(zk.connect_string, mechanism)
         for i in range(3):
             port = free_port()
-            password = "not-the-password" if i == wrong_password_on else PASSWORD
-            b = launcher.Broker(i, port, tmp_path / f"broker-{i}",
-                                _configs(port, free_port(), certs, mechanism, password), zk.connect_string)
+            wrong = i == wrong_password_on
+            configs = _configs(port, free_port(), certs, mechanism, "not-the-password" if wrong else PASSWORD)
+            if wrong:   # its ControlledShutdown could not log in either: it would retry for 15 s at stop
+                configs["controlled.shutdown.enable"] = "false"
+            b = launcher.Broker(i, port, tmp_path / f"broker-{i}", configs, zk.connect_string)
             b.start()
             brokers.append(b)
             if i == 0:
