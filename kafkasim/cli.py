@@ -20,6 +20,8 @@ its default).
   kafkasim fault add JSON | list | history | heal [ID] | kinds | nodes --control HOST:PORT (or --dir DIR)
                                                     the fault control plane of any running cluster
   kafkasim load --bootstrap HOST:PORT [--topic T]   the workload's producer + consumer, for real
+  kafkasim scram-credential --zookeeper HOST:PORT --user U --password P [--mechanism M]
+                                                    a SCRAM credential in ZooKeeper (kafka-configs)
   kafkasim report REPORTS_DIR [--out DIR] [--master URL]
                                                     PySpark summary (table + HTML) of run reports
 
@@ -441,6 +443,33 @@ def _cmd_load(args: argparse.Namespace) -> int:
     return 0 if summary["lost"] == 0 and summary["duplicates"] == 0 else 1
 
 
+def _cmd_scram_credential(args: argparse.Namespace) -> int:
+    """kafka-configs --zookeeper Z --alter --add-config 'MECH=[iterations=N,password=P]'
+    --entity-type users --entity-name USER: the credential brokers then verify SCRAM logins with."""
+    from kafkasim.broker.security.credentials import add_scram_credential, check_scram_request, scram_salt
+    from kafkasim.runtime.api import CoordinationError
+    from kafkasim.runtime.real.world import RealNode, run
+
+    problem = check_scram_request(args.user, args.mechanism, args.iterations)
+    if problem is not None:
+        raise UsageError(f"scram-credential: {problem}")
+
+    async def main() -> str:
+        node = RealNode("kafkasim-scram-credential", os.getcwd(), zookeeper=args.zookeeper)
+        zk = await node.coordination.connect(10_000)
+        try:
+            return await add_scram_credential(zk, args.user, args.mechanism, args.password, args.iterations,
+                                              scram_salt(node.rng("scram-salt")))
+        finally:
+            await zk.close()
+    try:
+        path = run(main())
+    except CoordinationError as exc:
+        raise UsageError(f"scram-credential: {exc or type(exc).__name__} (ZooKeeper {args.zookeeper})") from None
+    print(f"Completed updating config for entity: user-principal '{args.user}' ({path})")
+    return 0
+
+
 def _quiet_interrupt_logs() -> None:
     """py4j logs a Ctrl-C that lands in a JVM call as an ERROR with its traceback (through the
     root logger, configuring it on first use); keep every other error, drop those."""
@@ -601,6 +630,15 @@ def _add_real_commands(sub: Any) -> None:
     ld.add_argument("--acks", default="all", choices=["all", "1", "0"], help="producer acks")
     ld.add_argument("--seed", type=int, default=1, help="seed of the workload's keys and values")
     ld.set_defaults(fn=_cmd_load)
+    sc = _sub(sub, "scram-credential", "add a user's SCRAM credential in ZooKeeper before the brokers start, as "
+                                       "kafka-configs --zookeeper ... --add-config 'SCRAM-SHA-512=[password=...]'")
+    sc.add_argument("--zookeeper", required=True, help="HOST:PORT of the real ZooKeeper (required)")
+    sc.add_argument("--user", required=True, help="the user (kafka-configs' --entity-name; required)")
+    sc.add_argument("--password", required=True, help="the user's password (required)")
+    sc.add_argument("--mechanism", default="SCRAM-SHA-512", choices=["SCRAM-SHA-256", "SCRAM-SHA-512"],
+                    help="the mechanism")
+    sc.add_argument("--iterations", type=int, default=4096, help="PBKDF2 iterations (at least 4096)")
+    sc.set_defaults(fn=_cmd_scram_credential)
     rep = _sub(sub, "report", "aggregate run reports with PySpark (needs Java)")
     rep.add_argument("reports_dir", help="a reports directory (every run.json under it)")
     rep.add_argument("--out", help="output directory (default: REPORTS_DIR/summary)")

@@ -64,10 +64,9 @@ def serve(port: int, log_dir: str, zookeeper: str | None, broker_id: int, host: 
             j = coordination.journal
             node.trace("coordination_store_opened", directory=j.directory, open_ms=round(j.open_ms, 1),
                        replayed=j.replayed, znodes=len(coordination.store.nodes), zxid=coordination.store.zxid)
-        # Client quotas on, as Kafka always enforces them (`--config client.quotas=false` turns them
-        # off); the simulated world leaves them off unless asked, to keep quota-less schedules.
+        # Client quotas are on, as in Kafka (`--config client.quotas=false` turns them off).
         server = KafkaServer(node, BrokerConfig.from_properties(
-            {"client.quotas": "true", **(configs or {}), "broker.id": broker_id, "host": host, "port": port,
+            {**(configs or {}), "broker.id": broker_id, "host": host, "port": port,
              "log.dirs": log_dirs}))
         control = None
         if control_port is not None:

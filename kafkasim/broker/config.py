@@ -206,13 +206,10 @@ class BrokerConfig(TransactionConfig, GroupCoordinatorConfig, ControllerConfig, 
     allow_everyone_if_no_acl_found: bool = setting("allow.everyone.if.no.acl.found")
     quota_window_num: int = setting("quota.window.num")
     quota_window_size_seconds: int = setting("quota.window.size.seconds")
-    # Not a Kafka config: whether the broker reads and enforces client quotas (Kafka always does).
-    # `kafkasim serve` turns it on (`--config client.quotas=false` turns it off). Off here, for the
-    # simulated world: reading the quota znodes at startup is three more ZooKeeper round trips,
-    # whose network delays shift every later draw of the simulated network — a quota-less run
-    # would lose its schedule (the pinned regressions' anomalies with it); a scenario sets
-    # client.quotas=true in [cluster.config], or a test True in its BrokerConfig.
-    client_quotas: bool = False
+    # Not a Kafka config: whether the broker reads and enforces client quotas (Kafka always does;
+    # `client.quotas=false` turns it off). Its startup reads ride on the broker's registration
+    # (quota_manager's docstring), so a run without quotas keeps its simulated schedule.
+    client_quotas: bool = True
     # The config names server.properties set (from_properties): DescribeConfigs' static layer.
     properties: frozenset[str] = field(default=frozenset(), repr=False)
 

@@ -23,6 +23,17 @@ which the response carries as throttle_time_ms while the broker mutes the client
 that long. A throttled fetch answers no data (its bytes are unrecorded). Without any quota
 configured for a kind, nothing is measured (ClientQuotaManager.quotasEnabled).
 
+How the broker learns the quota configs (Kafka's ZkConfigManager, ZooKeeper mode): at startup
+every entity under /config/users (and its /clients) and /config/clients — none when the znodes have
+no children, as Kafka's getAllEntitiesWithConfig — then each /config/changes notification the
+listener sees (a watch), re-reading the entity it names. Kafka always does this; so does kafkasim
+(`client.quotas=false` turns it off). The reads that find nothing in a cluster with no quota
+(the children of /config/users, /config/clients and /config/changes) are pipelined behind the
+broker's next ZooKeeper request — its registration at startup, its re-registration after a new
+session — as Kafka's ZooKeeperClient pipelines its asynchronous requests on one connection; the
+simulated world charges them no round trip of their own, so a run that sets no quota keeps its
+schedule (trace hash) whether or not the broker enforces quotas.
+
 Request quotas (what a request's time is, which requests are exempt, the throttle's bound of one
 window) are quota_manager_request.py's. A request over both a bandwidth and the request quota is
 answered with the larger throttle time, as KafkaApis does for Produce and Fetch.
@@ -31,6 +42,7 @@ answered with the larger throttle time, as KafkaApis does for Produce and Fetch.
 from __future__ import annotations
 
 import json
+from collections.abc import Awaitable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -44,7 +56,7 @@ from kafkasim.protocol import api as A
 from kafkasim.protocol.messages.fetch import FetchResponse
 from kafkasim.protocol.messages.headers import RequestHeader
 from kafkasim.protocol.primitives import Message
-from kafkasim.runtime.api import NodeRuntime
+from kafkasim.runtime.api import ConnectionLossError, NodeRuntime, NoNodeError, SessionExpiredError
 
 PRODUCE, FETCH, REQUEST = "producer_byte_rate", "consumer_byte_rate", "request_percentage"
 # AbstractResponse.shouldClientThrottle (KIP-219): from these versions the client holds back
@@ -177,6 +189,30 @@ class ClientQuotaManager:
             self.sensors[resolved[0]].record(-value, now)
 
 
+class PipelinedChangeListener(ChangeNotificationListener):
+    """The /config/changes listener whose reads after startup and after a new ZooKeeper session
+    are pipelined (ZooKeeperClient.get_children_pipelined) rather than requests of their own;
+    reads a notification's watch triggers are ordinary ones."""
+
+    def first_read(self) -> Awaitable[list[str]]:
+        """The children of /config/changes, with the listener's watch, pipelined (queued now)."""
+        return self.zk.get_children_pipelined(self.path, self._watch)
+
+    async def process_read(self, reading: Awaitable[list[str]]) -> None:
+        try:
+            children: list[str] | None = await reading
+        except NoNodeError:
+            children = []
+        except (ConnectionLossError, SessionExpiredError):
+            children = None   # process() reads them itself
+        await self.process(children)
+
+    async def after_new_session(self) -> None:
+        # Not awaited: the read waits for the new session's next request (the broker's
+        # re-registration, which a later session handler may be the one to send).
+        self.rt.spawn(self.process_read(self.first_read()), name=f"change notifications {self.path}")
+
+
 class QuotaManagers:
     """The broker's three client quota managers and the znodes they read."""
 
@@ -188,18 +224,41 @@ class QuotaManagers:
         self.fetch = ClientQuotaManager(FETCH, self.configs, samples, window_ms)
         self.request = ClientQuotaManager(REQUEST, self.configs, samples, window_ms, max_throttle_ms=window_ms)
         self.store = EC.EntityConfigStore(zk)
-        self.listener = ChangeNotificationListener(rt, zk, EC.CONFIG_CHANGES, EC.CONFIG_CHANGE_PREFIX,
-                                                   self._on_change)
+        self.listener = PipelinedChangeListener(rt, zk, EC.CONFIG_CHANGES, EC.CONFIG_CHANGE_PREFIX,
+                                                self._on_change)
         self._muted: dict[int, int] = {}   # id(request header) -> throttle ms, until the answer is sent
 
-    async def start(self) -> None:
-        for name, config in (await self.store.fetch_all(EC.USERS)).items():
-            self.configs.set(f"{EC.USERS}/{name}", config)
-        for name, config in (await self.store.fetch_all_user_clients()).items():
-            self.configs.set(f"{EC.USERS}/{name}", config)
-        for name, config in (await self.store.fetch_all(EC.CLIENTS)).items():
-            self.configs.set(f"{EC.CLIENTS}/{name}", config)
-        await self.listener.process()
+    def start(self) -> Awaitable[None]:
+        """ZkConfigManager.startup's quota half: every user, <user, client-id> and client-id
+        config, and the /config/changes listener. The first reads (the children of /config/users,
+        /config/clients, /config/changes) are queued now, pipelined behind the broker's next
+        ZooKeeper request (see the module's docstring); the awaitable returned finishes the
+        load — the broker awaits it before it processes requests."""
+        users = self.zk.get_children_pipelined(f"{EC.CONFIG_ROOT}/{EC.USERS}")
+        clients = self.zk.get_children_pipelined(f"{EC.CONFIG_ROOT}/{EC.CLIENTS}")
+        return self._load(users, clients, self.listener.first_read())
+
+    async def _load(self, users: Awaitable[list[str]], clients: Awaitable[list[str]],
+                    changes: Awaitable[list[str]]) -> None:
+        for user in await self._children(users, EC.USERS):
+            self.configs.set(f"{EC.USERS}/{user}", await self.store.fetch(EC.USERS, user))
+            # fetchAllChildEntityConfigs(users, clients): an entity per client of each user.
+            for client in await self.store.children(f"{EC.CONFIG_ROOT}/{EC.USERS}/{user}/{EC.CLIENTS}"):
+                name = f"{user}/{EC.CLIENTS}/{client}"
+                self.configs.set(f"{EC.USERS}/{name}", await self.store.fetch(EC.USERS, name))
+        for client in await self._children(clients, EC.CLIENTS):
+            self.configs.set(f"{EC.CLIENTS}/{client}", await self.store.fetch(EC.CLIENTS, client))
+        await self.listener.process_read(changes)
+
+    async def _children(self, reading: Awaitable[list[str]], entity_type: str) -> list[str]:
+        """A pipelined read's answer; read again if its session met trouble (as Kafka's
+        retryRequestsUntilConnected would)."""
+        try:
+            return sorted(await reading)
+        except NoNodeError:   # never created (fetchAllEntityConfigs: no entities)
+            return []
+        except (ConnectionLossError, SessionExpiredError):
+            return await self.store.children(f"{EC.CONFIG_ROOT}/{entity_type}")
 
     async def _on_change(self, data: bytes) -> None:
         try:

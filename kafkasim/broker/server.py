@@ -144,6 +144,9 @@ class KafkaServer:
             delayed_request_purgatory=DelayedOperationPurgatory(rt, "ProduceFetch"), inter_broker_security=inter_broker)
         await rm.startup()
         self.port = await socket_server.start()
+        quotas = QuotaManagers(rt, zk, cfg.quota_window_num, cfg.quota_window_size_seconds) \
+            if cfg.client_quotas else None
+        loading_quotas = quotas.start() if quotas is not None else None   # reads ride on the registration
         register_broker = functools.partial(self._register_broker, kzk)
         await register_broker()
         self.controller = controller = KafkaController(rt, cfg, zk, cache, register_broker)
@@ -168,10 +171,8 @@ class KafkaServer:
             rt, zk, AuthorizerConfig.parse(cfg.super_users, cfg.allow_everyone_if_no_acl_found))
         if self.authorizer is not None:
             await self.authorizer.start()   # every ACL loaded before the first request is read
-        quotas = QuotaManagers(rt, zk, cfg.quota_window_num, cfg.quota_window_size_seconds) \
-            if cfg.client_quotas else None
-        if quotas is not None:
-            await quotas.start()
+        if loading_quotas is not None:
+            await loading_quotas
         self.apis = apis = KafkaApis(rt, cfg, rm, cache, controller, topic_admin, coordinator, admin_manager,
                                      txn, kzk, self._broker_epoch, self.authorizer, quotas)
         # Requests are processed only now, as Kafka's startProcessingRequests at the end of

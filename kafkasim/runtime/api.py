@@ -357,6 +357,15 @@ class ZkClient(abc.ABC):
     async def multi(self, ops: list[ZOp]) -> list[Any]:
         """All or nothing; raises the first failing op's error."""
 
+    def get_children_pipelined(self, path: str, watch: Watcher | None = None) -> Awaitable[list[str]]:
+        """A getChildren queued now (the call does not wait) and answered with this session's
+        next request: ZooKeeper answers a connection's requests in order, so a read pipelined
+        behind another request costs no round trip of its own (Kafka's ZooKeeperClient sends
+        its requests asynchronously on one connection). A world that charges requests one by
+        one (the simulated one) rides it on the next request; here it is simply sent when
+        awaited."""
+        return self.get_children(path, watch)
+
     @abc.abstractmethod
     def add_session_listener(self, listener: Watcher) -> None: ...
 

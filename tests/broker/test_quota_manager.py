@@ -4,20 +4,26 @@ world: throttled answers, a muted channel, and a measured rate that converges to
 
 from __future__ import annotations
 
+import dataclasses
+from pathlib import Path
 from typing import Any
 
 import pytest
 
 from kafkasim.broker.quota_manager import FETCH, PRODUCE, ClientQuotaManager, QuotaConfigs, Rate
+from kafkasim.harness.runner import run_scenario
+from kafkasim.harness.scenario import load_scenario
 from kafkasim.protocol import api as A
 from kafkasim.protocol.messages.alter_client_quotas import AlterClientQuotasRequest as Q
+from kafkasim.protocol.messages.api_versions import ApiVersionsRequest
 from kafkasim.protocol.messages.produce import ProduceRequest
 from kafkasim.records.batch import Record, build_batch
 from kafkasim.runtime.api import NodeRuntime
 from kafkasim.runtime.sim.world import SimWorld
-from tests.broker.test_idempotence import _connect, _run
+from tests.broker.test_idempotence import BROKER, _connect, _restart_broker, _run
 
 pytestmark = pytest.mark.sim
+SCENARIOS = Path(__file__).resolve().parents[2] / "scenarios"
 
 
 def test_rate_counts_at_least_samples_minus_one_windows() -> None:
@@ -77,13 +83,86 @@ async def produce_loop(rt: NodeRuntime, version: int, seconds: int) -> list[tupl
     return out
 
 
-def test_without_client_quotas_the_broker_reads_none() -> None:
-    """client.quotas off (kafkasim's default, keeping a quota-less run's schedule): the quota
-    znode is there, nothing is throttled."""
+def test_with_client_quotas_off_nothing_is_throttled() -> None:
+    """client.quotas=false (kafkasim's switch; Kafka always enforces them): the quota znode is
+    there, nothing is throttled."""
     async def body(world: SimWorld, rt: NodeRuntime, servers: dict[str, Any]) -> Any:
         return await produce_loop(rt, 9, 5)
 
-    assert all(t == 0 for _, _, t in _run(body))
+    assert all(t == 0 for _, _, t in _run(body, client_quotas=False))
+
+
+def test_a_quota_set_during_a_run_is_enforced_by_default_and_after_a_restart() -> None:
+    """No client.quotas anywhere: AlterClientQuotas during the run reaches the broker through
+    /config/changes, the producer is throttled (throttle_time_ms, then a muted channel: its next
+    request waits), and the broker, restarted, reads the quota back at startup."""
+    async def burst(rt: NodeRuntime, w: Any) -> tuple[int, float]:
+        """Produce until throttled a second or more; (that throttle, how long the next request
+        then took — an ApiVersions, answered at once unless the channel is muted)."""
+        for _ in range(200):
+            r = await w.call(A.PRODUCE, 9, _batch())
+            if r.throttle_time_ms >= 1000:
+                start = rt.monotonic_ms()
+                await w.call(A.API_VERSIONS, 0, ApiVersionsRequest())
+                return r.throttle_time_ms, rt.monotonic_ms() - start
+        return 0, 0.0
+
+    async def body(world: SimWorld, rt: NodeRuntime, servers: dict[str, Any]) -> Any:
+        w = await _connect(rt, "t")
+        unthrottled = [(await w.call(A.PRODUCE, 9, _batch())).throttle_time_ms for _ in range(20)]
+        EN = Q.EntryData
+        await w.call(A.ALTER_CLIENT_QUOTAS, 1, Q(entries=[EN(
+            entity=[EN.EntityData(entity_type="client-id", entity_name="t")],
+            ops=[EN.OpData(key="producer_byte_rate", value=5_000, remove=False)])], validate_only=False))
+        await rt.sleep(500)
+        before = await burst(rt, w)
+        w2 = await _restart_broker(world, rt, servers)
+        after = await burst(rt, w2)
+        return unthrottled, before, after, servers["broker"].config.client_quotas
+
+    unthrottled, (throttle, muted_ms), (throttle2, muted2_ms), quotas_on = _run(body)
+    assert quotas_on and unthrottled == [0] * 20      # 40 KB before any quota: nothing throttled
+    # The channel stays muted that long (from the answer leaving the broker, a hop before the
+    # client has it).
+    assert throttle >= 1000 and muted_ms >= throttle - 5
+    assert throttle2 >= 1000 and muted2_ms >= throttle2 - 5   # the restarted broker read the quota back
+
+
+def test_after_a_new_zookeeper_session_the_broker_still_hears_of_quota_changes() -> None:
+    """The /config/changes watch went with the expired session; the listener's re-read in the new
+    session (pipelined behind the broker's re-registration) sets it again."""
+    async def body(world: SimWorld, rt: NodeRuntime, servers: dict[str, Any]) -> Any:
+        w = await _connect(rt, "t")
+        expired = world.zookeeper.expire_host(BROKER)
+        await rt.sleep(3_000)   # the broker learns of it at its next ping and opens a new session
+        EN = Q.EntryData
+        await w.call(A.ALTER_CLIENT_QUOTAS, 1, Q(entries=[EN(
+            entity=[EN.EntityData(entity_type="client-id", entity_name="t")],
+            ops=[EN.OpData(key="producer_byte_rate", value=5_000, remove=False)])], validate_only=False))
+        await rt.sleep(500)
+        throttles = [(await w.call(A.PRODUCE, 9, _batch())).throttle_time_ms for _ in range(60)]
+        return expired, servers["broker"].zk.session_generation, throttles
+
+    expired, generation, throttles = _run(body)
+    assert expired and generation == 1
+    assert max(throttles) > 0
+
+
+@pytest.mark.parametrize("name", ["broker-kill-restart", "controller-zk-session-expiry"])
+def test_enforcing_quotas_moves_no_quota_less_schedule(name: str, tmp_path: Path) -> None:
+    """The quota manager's reads ride on other ZooKeeper requests (startup, a restart, a new
+    session): a run that sets no quota has the same trace, bit for bit, with quotas off."""
+    scenario = load_scenario(str(SCENARIOS / f"{name}.toml"))
+    off = dataclasses.replace(scenario, broker_config={**scenario.broker_config, "client.quotas": "false"})
+    hashes = [run_scenario(s, 1, str(tmp_path / str(i))).run["trace_hash"] for i, s in enumerate((scenario, off))]
+    assert hashes[0] == hashes[1]
+
+
+def _batch() -> ProduceRequest:
+    PD = ProduceRequest.TopicProduceData.PartitionProduceData
+    return ProduceRequest(transactional_id=None, acks=1, timeout_ms=5000, topic_data=[
+        ProduceRequest.TopicProduceData(name="t", partition_data=[
+            PD(index=0, records=build_batch([Record(0, None, b"x" * 2000)]))])])
 
 
 @pytest.mark.parametrize("version", [9, 5])
@@ -91,7 +170,7 @@ def test_a_producer_over_its_quota_is_throttled_to_it(version: int) -> None:
     async def body(world: SimWorld, rt: NodeRuntime, servers: dict[str, Any]) -> Any:
         return await produce_loop(rt, version, 100)
 
-    answers = _run(body, client_quotas=True)
+    answers = _run(body)
     assert any(t > 0 for _, _, t in answers)
     late = [(at, n) for at, n, _ in answers if at >= 20_000]
     assert late[-1][0] > 95_000
@@ -128,7 +207,7 @@ def test_a_consumer_over_its_fetch_quota_gets_an_empty_throttled_answer() -> Non
                         rt.monotonic_ms() - start))
         return out
 
-    (throttle, size, _), (throttle2, size2, waited) = _run(body, client_quotas=True)
+    (throttle, size, _), (throttle2, size2, waited) = _run(body)
     # ~100 KB against 10 KB/s over the 10 s window: throttled, with nothing in the answer.
     assert throttle > 0 and size == 0
     # The next fetch waits out the muted channel (which started as the answer left the broker, a

@@ -17,7 +17,8 @@ def subcommands() -> dict[str, argparse.ArgumentParser]:
 
 
 def test_every_subcommand_is_covered() -> None:
-    assert set(subcommands()) == {"run", "sweep", "replay", "shrink", "serve", "cluster", "fault", "load", "report", "matrix"}
+    assert set(subcommands()) == {"run", "sweep", "replay", "shrink", "serve", "cluster", "fault", "load", "report", "matrix",
+                                   "scram-credential"}
 
 
 @pytest.mark.parametrize("name", sorted(subcommands()))

@@ -170,6 +170,30 @@ def test_exists_watch_fires_on_create_and_child_watch_on_new_child(zk_world: Wor
     assert zk_world.run(with_client(body)) == [("child", "child", True), ("data", "created", True)]
 
 
+def test_a_pipelined_get_children_answers_with_a_watch(zk_world: World) -> None:
+    """get_children_pipelined: queued now, answered once a later request of the session went
+    (the simulated world rides it on that request; the others send it when awaited) — the
+    children as of then, and a child watch that fires once."""
+    async def body(ctx: Ctx, zk: ZkClient, root: str) -> list[Any]:
+        rt, events, fired = ctx.rt, [], ctx.rt.future()
+        await zk.create(f"{root}/a")
+
+        def on_child(ev: WatchEvent) -> None:
+            events.append((ev.type, ev.path == root))
+            fired.set_result(None)
+
+        reading = zk.get_children_pipelined(root, on_child)
+        await zk.create(f"{root}/b")
+        children = sorted(await reading)
+        await zk.create(f"{root}/c")
+        assert await rt.wait_first([fired], 5_000) == 0
+        await zk.create(f"{root}/d")   # one-shot
+        await rt.sleep(SETTLE_MS)
+        return [children, events]
+
+    assert zk_world.run(with_client(body)) == [["a", "b"], [("child", True)]]
+
+
 def test_multi_is_all_or_nothing(zk_world: World) -> None:
     async def body(ctx: Ctx, zk: ZkClient, root: str) -> list[Any]:
         await zk.create(f"{root}/taken", b"t")

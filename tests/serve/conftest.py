@@ -6,8 +6,9 @@ import socket
 import subprocess
 import sys
 import time
+from contextlib import contextmanager
 from pathlib import Path
-from typing import Iterator, Optional
+from typing import Any, Iterator, Optional
 
 import pytest
 
@@ -81,9 +82,32 @@ class ServedBroker:
         return [line for line in self.trace.read_text().splitlines() if '"task_error"' in line]
 
 
+@contextmanager
+def served_broker(log_dir: Path, configs: Optional[dict[str, object]] = None) -> Iterator[ServedBroker]:
+    """A `kafkasim serve` for the block, stopped after it; the broker must have hit no unhandled error."""
+    b = ServedBroker(log_dir, configs=configs)
+    try:
+        yield b
+    finally:
+        b.stop()
+    assert b.task_errors() == [], "the broker hit unhandled errors"
+
+
+# The AclAuthorizer, with what no ACL speaks of open.
+ACL_CONFIGS = {"authorizer.class.name": "kafka.security.authorizer.AclAuthorizer",
+               "allow.everyone.if.no.acl.found": "true", "num.partitions": 1}
+
+
+def anonymous_topic_acl(topic: str, operation: str, permission: str) -> Any:
+    """confluent-kafka's AclBinding of a literal topic ACL for User:ANONYMOUS (every PLAINTEXT
+    connection) from any host; `operation` and `permission` by name (WRITE, DENY)."""
+    from confluent_kafka.admin import AclBinding, AclOperation, AclPermissionType, ResourcePatternType, ResourceType
+
+    return AclBinding(ResourceType.TOPIC, topic, ResourcePatternType.LITERAL, "User:ANONYMOUS", "*",
+                      AclOperation[operation], AclPermissionType[permission])
+
+
 @pytest.fixture
 def broker(tmp_path: Path) -> Iterator[ServedBroker]:
-    b = ServedBroker(tmp_path / "logs")
-    yield b
-    b.stop()
-    assert b.task_errors() == [], "the broker hit unhandled errors"
+    with served_broker(tmp_path / "logs") as b:
+        yield b

@@ -10,20 +10,15 @@ from pathlib import Path
 
 import pytest
 
-from tests.serve.conftest import ServedBroker
+from tests.serve.conftest import ACL_CONFIGS, ServedBroker, anonymous_topic_acl, served_broker
 
 pytestmark = pytest.mark.real
-
-CONFIGS = {"authorizer.class.name": "kafka.security.authorizer.AclAuthorizer",
-           "allow.everyone.if.no.acl.found": "true", "num.partitions": 1}
 
 
 @pytest.fixture
 def acl_broker(tmp_path: Path) -> Iterator[ServedBroker]:
-    b = ServedBroker(tmp_path / "logs", configs=CONFIGS)
-    yield b
-    b.stop()
-    assert b.task_errors() == [], "the broker hit unhandled errors"
+    with served_broker(tmp_path / "logs", ACL_CONFIGS) as b:
+        yield b
 
 
 def _deliver(bootstrap: str, topic: str) -> str | None:
@@ -39,7 +34,6 @@ def _deliver(bootstrap: str, topic: str) -> str | None:
 
 def test_confluent_kafka_admin_acls_and_a_denied_producer(acl_broker: ServedBroker) -> None:
     from confluent_kafka.admin import (
-        AclBinding,
         AclBindingFilter,
         AclOperation,
         AclPermissionType,
@@ -52,8 +46,7 @@ def test_confluent_kafka_admin_acls_and_a_denied_producer(acl_broker: ServedBrok
     admin = AdminClient({"bootstrap.servers": acl_broker.bootstrap})
     for f in admin.create_topics([NewTopic("open", 1, 1), NewTopic("locked", 1, 1)]).values():
         f.result(15)
-    deny = AclBinding(ResourceType.TOPIC, "locked", ResourcePatternType.LITERAL, "User:ANONYMOUS", "*",
-                      AclOperation.WRITE, AclPermissionType.DENY)
+    deny = anonymous_topic_acl("locked", "WRITE", "DENY")
     for f in admin.create_acls([deny]).values():
         assert f.result(15) is None
     described = admin.describe_acls(AclBindingFilter(

@@ -19,11 +19,9 @@ answer appears once.
 
 from __future__ import annotations
 
-import base64
-import hashlib
-import hmac
 from typing import TYPE_CHECKING, Any
 
+from kafkasim.broker.security import scram
 from kafkasim.broker.zk.entity_config import USERS, EntityConfigStore
 from kafkasim.broker.zk.java_compat import desanitize, sanitize
 from kafkasim.protocol import api as A
@@ -54,13 +52,7 @@ DESCRIBE_MISSING = "Attempt to describe a user credential that does not exist"
 
 def credential_string(mechanism: int, salt: bytes, salted_password: bytes, iterations: int) -> str:
     """ScramFormatter.generateCredential + ScramCredentialUtils.credentialToString."""
-    digest = MECHANISMS[mechanism][1]
-    client_key = hmac.new(salted_password, b"Client Key", digest).digest()
-    stored_key = hashlib.new(digest, client_key).digest()
-    server_key = hmac.new(salted_password, b"Server Key", digest).digest()
-    b64 = base64.b64encode
-    return (f"salt={b64(salt).decode()},stored_key={b64(stored_key).decode()},"
-            f"server_key={b64(server_key).decode()},iterations={iterations}")
+    return scram.credential_string(MECHANISMS[mechanism][0], salt, salted_password, iterations)
 
 
 def credential_iterations(text: str) -> int:

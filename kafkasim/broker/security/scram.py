@@ -54,6 +54,23 @@ class ScramCredential:
             raise ValueError(f"invalid SCRAM credential: {exc}") from exc
 
 
+def credential_string(mechanism: str, salt: bytes, salted_password: bytes, iterations: int) -> str:
+    """ScramFormatter.generateCredential + ScramCredentialUtils.credentialToString, from the
+    salted password (`mechanism`: SCRAM-SHA-256 or SCRAM-SHA-512)."""
+    digest = HASHES[mechanism]
+    client_key = hmac.new(salted_password, b"Client Key", digest).digest()
+    stored_key = hashlib.new(digest, client_key).digest()
+    server_key = hmac.new(salted_password, b"Server Key", digest).digest()
+    b64 = base64.b64encode
+    return (f"salt={b64(salt).decode()},stored_key={b64(stored_key).decode()},"
+            f"server_key={b64(server_key).decode()},iterations={iterations}")
+
+
+def salted_password(mechanism: str, password: str, salt: bytes, iterations: int) -> bytes:
+    """ScramFormatter.hi: PBKDF2 with the mechanism's HMAC."""
+    return hashlib.pbkdf2_hmac(HASHES[mechanism], password.encode(), salt, iterations)
+
+
 def sasl_name_to_user(name: str) -> str:
     return name.replace("=2C", ",").replace("=3D", "=")
 

@@ -170,13 +170,18 @@ class ChangeNotificationListener:
         self._running = False
         self._again = False
         zk.register_state_change_handler(StateChangeHandler(f"change-notification:{path}",
-                                                            after_initializing_session=self.process))
+                                                            after_initializing_session=self.after_new_session))
+
+    async def after_new_session(self) -> None:
+        await self.process()
 
     def _watch(self, event: WatchEvent) -> None:
         if event.type != "session":
             self.rt.spawn(self.process(), name=f"change notifications {self.path}")
 
-    async def process(self) -> None:
+    async def process(self, children: list[str] | None = None) -> None:
+        """`children`: the path's children as a read the caller made (with this listener's
+        watch) already returned them; None: read them."""
         if self._running:   # one pass at a time; a change during a pass asks for another
             self._again = True
             return
@@ -185,17 +190,19 @@ class ChangeNotificationListener:
             self._again = True
             while self._again:
                 self._again = False
-                await self._process_once()
+                await self._process_once(children)
+                children = None
         except (NetworkError, CoordinationError, RuntimeTimeout):
             pass   # ZooKeeper unreachable: the session handler reads again once it is back
         finally:
             self._running = False
 
-    async def _process_once(self) -> None:
-        try:
-            children = await self.zk.get_children(self.path, self._watch)
-        except NoNodeError:
-            return
+    async def _process_once(self, children: list[str] | None) -> None:
+        if children is None:
+            try:
+                children = await self.zk.get_children(self.path, self._watch)
+            except NoNodeError:
+                return
         for child in sorted(children):
             if not child.startswith(self.prefix) or not child[len(self.prefix):].isdigit():
                 continue

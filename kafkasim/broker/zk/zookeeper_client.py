@@ -137,6 +137,11 @@ class ZooKeeperClient(ZkClient):
     async def multi(self, ops: list[ZOp]) -> list[Any]:
         return await self._call(lambda s: s.multi(ops))
 
+    def get_children_pipelined(self, path: str, watch: Watcher | None = None) -> Awaitable[list[str]]:
+        """On the current session, not retried: a caller that meets ConnectionLoss or
+        SessionExpired reads again with get_children."""
+        return self.session.get_children_pipelined(path, watch)
+
     def add_session_listener(self, listener: Watcher) -> None:
         self.session.add_session_listener(listener)
 

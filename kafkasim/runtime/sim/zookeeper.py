@@ -7,6 +7,10 @@ ZooKeeper clients use). A session stays alive while its pings (every third of th
 reaching the server; the server expires a session it has not heard from within the timeout:
 its ephemeral znodes go and watchers fire. The client learns of the expiry when it next gets
 through, and tells its session listeners (Kafka re-registers the broker then).
+
+A read pipelined behind the session's next request (get_children_pipelined: a real client sends
+it on the same connection without waiting) is run at the server right after that request and
+answered with it: it draws no network delay of its own, so adding one moves no other event.
 """
 
 from __future__ import annotations
@@ -25,7 +29,7 @@ from kafkasim.runtime.api import (
     ZOp,
     ZStat,
 )
-from kafkasim.runtime.sim.kernel import Owner, SimKernel
+from kafkasim.runtime.sim.kernel import Owner, SimFuture, SimKernel
 from kafkasim.runtime.sim.network import SimNetwork
 from kafkasim.runtime.zkstore import Firing, ZkStore
 
@@ -82,6 +86,9 @@ class SimZkClient(ZkClient):
         server.timeouts[self.session_id] = self.timeout_ms
         server.clients[self.session_id] = self
         self._listeners: list[Watcher] = []
+        # Reads pipelined behind the next request (get_children_pipelined): run at the server
+        # right after it, answered with it.
+        self._riders: list[tuple[Callable[[], Any], SimFuture]] = []
         self._closed = False
         self._state = "connected"
         server.kernel.spawn(owner, self._pinger(), name=f"zk-ping {self.session_id}")
@@ -104,16 +111,21 @@ class SimZkClient(ZkClient):
             await kernel.sleep(self.timeout_ms / 3)
             self._check()
             raise ConnectionLossError(f"zookeeper unreachable from {self.host}")
+        riders, self._riders = self._riders, []
         await kernel.sleep(net.delay(self.host, zk))
         if self.session_id in self.server.expired:
             self._set_state("expired")
+            _answer_riders([(r, None, SessionExpiredError(f"session {self.session_id:#x} expired"))
+                            for r in riders])
             raise SessionExpiredError(f"session {self.session_id:#x} expired")
         self.server.last_heard[self.session_id] = kernel.now()
         try:
             result, failure = fn(), None
         except Exception as exc:
             result, failure = None, exc
+        answers = [(r, *_attempt(r[0])) for r in riders]
         await kernel.sleep(net.delay(zk, self.host))
+        _answer_riders(answers)
         self._check()
         if failure is not None:
             raise failure
@@ -197,6 +209,15 @@ class SimZkClient(ZkClient):
     async def get_children(self, path: str, watch: Watcher | None = None) -> list[str]:
         return await self._rpc(lambda: self.server.store.get_children(self.session_id, path, watch))  # type: ignore[no-any-return]
 
+    def get_children_pipelined(self, path: str, watch: Watcher | None = None) -> SimFuture:
+        """Rides on the session's next request (a ping at the latest): no delay of its own."""
+        answer = self.server.kernel.future()
+        if self._closed:
+            answer.set_exception(SessionExpiredError("session closed"))
+        else:
+            self._riders.append((lambda: self.server.store.get_children(self.session_id, path, watch), answer))
+        return answer
+
     async def multi(self, ops: list[ZOp]) -> list[Any]:
         def op() -> list[Any]:
             results, firings = self.server.store.multi(self.session_id, ops)
@@ -210,12 +231,29 @@ class SimZkClient(ZkClient):
     async def close(self) -> None:
         if self._closed:
             return
+        riders, self._riders = self._riders, []
+        _answer_riders([(r, None, SessionExpiredError("session closed")) for r in riders])
         try:
             await self._rpc(lambda: self.server.deliver(self.server.store.close_session(self.session_id)))
         finally:
             self._closed = True
             self.server.last_heard.pop(self.session_id, None)
             self.server.clients.pop(self.session_id, None)
+
+
+def _attempt(fn: Callable[[], Any]) -> tuple[Any, Exception | None]:
+    try:
+        return fn(), None
+    except Exception as exc:
+        return None, exc
+
+
+def _answer_riders(answers: list[tuple[tuple[Callable[[], Any], SimFuture], Any, Exception | None]]) -> None:
+    for (_, answer), result, failure in answers:
+        if failure is not None:
+            answer.set_exception(failure)
+        else:
+            answer.set_result(result)
 
 
 class SimCoordination(Coordination):

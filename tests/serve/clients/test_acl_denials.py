@@ -13,7 +13,6 @@ authorization failed")."""
 
 from __future__ import annotations
 
-import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -21,12 +20,10 @@ from typing import Any
 import pytest
 
 from tests.serve.clients.driver import Driver, DriverError, driver_missing
-from tests.serve.conftest import ServedBroker
+from tests.serve.conftest import ACL_CONFIGS, ServedBroker, anonymous_topic_acl, served_broker
 
 pytestmark = pytest.mark.real
 
-CONFIGS = {"authorizer.class.name": "kafka.security.authorizer.AclAuthorizer",
-           "allow.everyone.if.no.acl.found": "true", "num.partitions": 1}
 CLIENTS = ["java", "franz-go", "kcat"]
 # What each client says when the broker answers TOPIC_AUTHORIZATION_FAILED.
 DENIED = {"java": "TopicAuthorizationException", "franz-go": "TOPIC_AUTHORIZATION_FAILED",
@@ -35,37 +32,17 @@ DENIED = {"java": "TopicAuthorizationException", "franz-go": "TOPIC_AUTHORIZATIO
 
 @pytest.fixture(scope="module")
 def acl_broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServedBroker]:
-    from confluent_kafka.admin import (
-        AclBinding,
-        AclOperation,
-        AclPermissionType,
-        AdminClient,
-        NewTopic,
-        ResourcePatternType,
-        ResourceType,
-    )
+    from confluent_kafka.admin import AdminClient, NewTopic
 
-    b = ServedBroker(Path(tmp_path_factory.mktemp("acl")) / "logs", configs=CONFIGS)
-    admin = AdminClient({"bootstrap.servers": b.bootstrap})
-    deadline = time.monotonic() + 60
-    # Until the broker names a controller: before, librdkafka's admin client waits out its timeout.
-    while admin.list_topics(timeout=10).controller_id < 0 and time.monotonic() < deadline:
-        time.sleep(0.2)
-    for f in admin.create_topics([NewTopic(t, 1, 1) for t in ("open", "no-write", "no-read")]).values():
-        f.result(30)
-
-    def acl(topic: str, op: Any, permission: Any) -> Any:
-        return AclBinding(ResourceType.TOPIC, topic, ResourcePatternType.LITERAL, "User:ANONYMOUS", "*", op,
-                          permission)
-    bindings = [acl("no-write", AclOperation.READ, AclPermissionType.ALLOW),
-                acl("no-write", AclOperation.WRITE, AclPermissionType.DENY),
-                acl("no-read", AclOperation.WRITE, AclPermissionType.ALLOW),
-                acl("no-read", AclOperation.READ, AclPermissionType.DENY)]
-    for f in admin.create_acls(bindings).values():
-        assert f.result(30) is None
-    yield b
-    b.stop()
-    assert b.task_errors() == [], "the broker hit unhandled errors"
+    with served_broker(Path(tmp_path_factory.mktemp("acl")) / "logs", ACL_CONFIGS) as b:
+        admin = AdminClient({"bootstrap.servers": b.bootstrap})
+        for f in admin.create_topics([NewTopic(t, 1, 1) for t in ("open", "no-write", "no-read")]).values():
+            f.result(30)
+        bindings = [anonymous_topic_acl("no-write", "READ", "ALLOW"), anonymous_topic_acl("no-write", "WRITE", "DENY"),
+                    anonymous_topic_acl("no-read", "WRITE", "ALLOW"), anonymous_topic_acl("no-read", "READ", "DENY")]
+        for f in admin.create_acls(bindings).values():
+            assert f.result(30) is None
+        yield b
 
 
 def _errors(call: Any) -> tuple[list[Any], str]:

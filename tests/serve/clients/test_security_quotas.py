@@ -6,80 +6,40 @@ versions whose responses carry throttle_time_ms."""
 
 from __future__ import annotations
 
-import socket
-import struct
 import time
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 
 import pytest
 
-from kafkasim.protocol import api as A
-from kafkasim.protocol.framing import encode_request
 from kafkasim.protocol.messages.alter_client_quotas import AlterClientQuotasRequest as Q
 from kafkasim.protocol.messages.create_topics import CreateTopicsRequest
-from kafkasim.protocol.messages.headers import RequestHeader
 from kafkasim.protocol.messages.metadata import MetadataRequest
 from kafkasim.protocol.messages.produce import ProduceRequest
 from kafkasim.records.batch import Record, build_batch
-from tests.serve.conftest import ServedBroker
+from tests.conformance.wire import Connection
+from tests.serve.conftest import ServedBroker, served_broker
 
 pytestmark = pytest.mark.real
 
 
-class Wire:
-    """Blocking request/response on one connection (non-flexible versions: response header v0)."""
-
-    def __init__(self, port: int, client_id: str) -> None:
-        self.sock = socket.create_connection(("127.0.0.1", port), timeout=30)
-        self.client_id, self.corr = client_id, 0
-
-    def call(self, body: Any, version: int) -> Any:
-        self.corr += 1
-        header = RequestHeader(request_api_key=body.API_KEY, request_api_version=version,
-                               correlation_id=self.corr, client_id=self.client_id)
-        self.sock.sendall(encode_request(header, body))
-        size = struct.unpack(">i", self._read(4))[0]
-        frame = self._read(size)
-        assert struct.unpack_from(">i", frame)[0] == self.corr
-        return A.api_info(body.API_KEY).response.decode(memoryview(frame)[4:], version)
-
-    def _read(self, n: int) -> bytes:
-        out = b""
-        while len(out) < n:
-            chunk = self.sock.recv(n - len(out))
-            if not chunk:
-                raise ConnectionError("closed")
-            out += chunk
-        return out
-
-    def close(self) -> None:
-        self.sock.close()
-
-
-def _served(tmp_path: Path, **configs: Any) -> Iterator[ServedBroker]:
-    b = ServedBroker(tmp_path / "logs", configs={"num.partitions": 1, **configs})
-    yield b
-    b.stop()
-    assert b.task_errors() == [], "the broker hit unhandled errors"
-
-
 @pytest.fixture
 def broker(tmp_path: Path) -> Iterator[ServedBroker]:
-    yield from _served(tmp_path)
+    with served_broker(tmp_path / "logs", {"num.partitions": 1}) as b:
+        yield b
 
 
 @pytest.fixture
 def broker_without_quotas(tmp_path: Path) -> Iterator[ServedBroker]:
-    yield from _served(tmp_path, **{"client.quotas": "false"})
+    with served_broker(tmp_path / "logs", {"num.partitions": 1, "client.quotas": "false"}) as b:
+        yield b
 
 
 def _set_quota(port: int, client_id: str, key: str, value: float) -> None:
-    w = Wire(port, "admin")
+    w = Connection("127.0.0.1", port, "admin")
     try:
         EN = Q.EntryData
-        r = w.call(Q(entries=[EN(entity=[EN.EntityData(entity_type="client-id", entity_name=client_id)],
+        r = w.send(Q(entries=[EN(entity=[EN.EntityData(entity_type="client-id", entity_name=client_id)],
                                  ops=[EN.OpData(key=key, value=value, remove=False)])], validate_only=False), 0)
         assert r.entries[0].error_code == 0, r
     finally:
@@ -89,12 +49,12 @@ def _set_quota(port: int, client_id: str, key: str, value: float) -> None:
 
 def _metadata_flood(port: int, requests: int) -> list[tuple[int, float]]:
     """(throttle_time_ms, seconds the request took) per Metadata v8 request."""
-    w = Wire(port, "greedy")
+    w = Connection("127.0.0.1", port, "greedy")
     out = []
     try:
         for _ in range(requests):
             started = time.monotonic()
-            r = w.call(MetadataRequest(topics=None, allow_auto_topic_creation=False), 8)
+            r = w.send(MetadataRequest(topics=None, allow_auto_topic_creation=False), 8)
             out.append((r.throttle_time_ms, time.monotonic() - started))
     finally:
         w.close()
@@ -113,10 +73,10 @@ def test_a_client_over_its_request_percentage_is_throttled(broker: ServedBroker)
 
 
 def test_a_producer_over_its_byte_rate_is_throttled(broker: ServedBroker) -> None:
-    w = Wire(broker.port, "writer")
+    w = Connection("127.0.0.1", broker.port, "writer")
     try:
         T = CreateTopicsRequest.CreatableTopic
-        w.call(CreateTopicsRequest(topics=[T(name="q", num_partitions=1, replication_factor=1, assignments=[],
+        w.send(CreateTopicsRequest(topics=[T(name="q", num_partitions=1, replication_factor=1, assignments=[],
                                              configs=[])], timeout_ms=10000, validate_only=False), 4)
         _set_quota(broker.port, "writer", "producer_byte_rate", 5000)
         PD = ProduceRequest.TopicProduceData.PartitionProduceData
@@ -125,7 +85,7 @@ def test_a_producer_over_its_byte_rate_is_throttled(broker: ServedBroker) -> Non
             req = ProduceRequest(transactional_id=None, acks=1, timeout_ms=5000, topic_data=[
                 ProduceRequest.TopicProduceData(name="q", partition_data=[PD(
                     index=0, records=build_batch([Record(0, None, b"x" * 10_000)]))])])
-            throttles.append(w.call(req, 7).throttle_time_ms)
+            throttles.append(w.send(req, 7).throttle_time_ms)
     finally:
         w.close()
     assert any(t > 0 for t in throttles), throttles
