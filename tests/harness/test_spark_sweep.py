@@ -93,6 +93,27 @@ def test_spark_sweep_matches_a_local_sweep_and_feeds_the_report(spark: Any, loca
     assert report.runs == 3 and not report.data.invalid
 
 
+CRASH_SWARM = REPO / "scenarios" / "crash-swarm"
+
+
+def test_the_crash_swarm_directory_sweeps_on_spark_with_buggify(spark: Any, tmp_path: Path) -> None:
+    """The 10,000-run crash sweep's command (scenarios/crash-swarm/README.md) at 2 seeds: every
+    file of the directory ran on Spark, each seed wrote its run.json with its seed, a verdict,
+    BUGGIFY on and the power losses or kills its nemesis drew."""
+    out = tmp_path / "crash"
+    code = cli.main(["sweep", "scenarios/crash-swarm/", "--seeds", "1-2", "--buggify", "--spark", "--out", str(out)])
+    names = sorted(f.stem for f in CRASH_SWARM.glob("*.toml"))
+    assert len(names) >= 3
+    for name in names:
+        for seed in (1, 2):
+            run = run_json(out, name, seed)
+            assert run["seed"] == seed and run["verdict"] == "pass"
+            assert run["buggify"]["enabled"] is True
+            assert any(f["kind"] == "crash" for f in run["faults"])
+    assert code == 0
+    assert len(junit_cases(out / "junit.xml")) == 2 * len(names)
+
+
 def test_a_failing_seed_is_named_and_the_others_kept(spark: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
                                                      capsys: pytest.CaptureFixture[str]) -> None:
     # commit-before-replicated is caught on seed 4 of this scenario, not on seed 3
