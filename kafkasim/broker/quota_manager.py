@@ -42,7 +42,7 @@ answered with the larger throttle time, as KafkaApis does for Produce and Fetch.
 from __future__ import annotations
 
 import json
-from collections.abc import Awaitable
+from collections.abc import Awaitable, Callable, Coroutine, Generator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -236,7 +236,8 @@ class QuotaManagers:
         load — the broker awaits it before it processes requests."""
         users = self.zk.get_children_pipelined(f"{EC.CONFIG_ROOT}/{EC.USERS}")
         clients = self.zk.get_children_pipelined(f"{EC.CONFIG_ROOT}/{EC.CLIENTS}")
-        return self._load(users, clients, self.listener.first_read())
+        changes = self.listener.first_read()
+        return _WhenAwaited(lambda: self._load(users, clients, changes))
 
     async def _load(self, users: Awaitable[list[str]], clients: Awaitable[list[str]],
                     changes: Awaitable[list[str]]) -> None:
@@ -332,3 +333,15 @@ def _encoded_size(message: Any, version: int) -> int:
         total += len(part)
     message.write(add, version)
     return total
+
+
+class _WhenAwaited:
+    """A coroutine made only when awaited: a broker that dies between queueing the quota reads
+    and awaiting their load (a crash during registration) leaves no never-awaited coroutine
+    behind (Python warns of one when it is collected)."""
+
+    def __init__(self, make: Callable[[], Coroutine[Any, Any, None]]) -> None:
+        self._make = make
+
+    def __await__(self) -> Generator[Any, None, None]:
+        return self._make().__await__()

@@ -215,3 +215,22 @@ def test_a_consumer_over_its_fetch_quota_gets_an_empty_throttled_answer() -> Non
     # grew by the throttle time — which Kafka computes for exactly that — so the same fetch now
     # fits the quota and gets its data.
     assert waited >= throttle - 1 and throttle2 == 0 and size2 >= 100_000   # all ten 10 KB batches
+
+
+def test_a_broker_dying_before_its_quota_load_leaves_no_unawaited_coroutine(tmp_path: Path) -> None:
+    """kill-failover-swarm seed 1 with BUGGIFY kills a broker between queueing its quota reads and
+    awaiting their load; the load's coroutine is made only when awaited, so Python has no
+    never-awaited coroutine to warn of when it collects the dead broker."""
+    import gc
+    import warnings
+
+    from kafkasim.runtime.buggify import BuggifySpec
+
+    scenario = load_scenario(str(SCENARIOS / "crash-swarm" / "kill-failover-swarm.toml"))
+    scenario = dataclasses.replace(scenario, buggify=BuggifySpec(enabled=True))
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        result = run_scenario(scenario, 1, str(tmp_path))
+        gc.collect()
+    assert result.run["verdict"] == "pass"
+    assert [str(w.message) for w in caught if "never awaited" in str(w.message)] == []
