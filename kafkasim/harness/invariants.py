@@ -5,11 +5,15 @@ believes it leads, with its older epoch; a follower that lost its page cache to 
 briefly in the ISR without the data it had acknowledged).
 
   hw-above-isr-replica         the leader of a partition (the live one with the highest leader
-                               epoch) never has a high watermark above the log end offset of a
-                               live member of its (maximal) ISR that follows it in the same or an
-                               older epoch — the high watermark is what the ISR has. Exempt: a
+                               epoch, unless a broker has become leader in a newer one) never
+                               has a high watermark above the log end offset of a live member
+                               of its (maximal) ISR that follows it in the same or an older
+                               epoch — the high watermark is what the ISR has. Exempt: a
                                follower restarted after a power loss, until it has caught up to
-                               the leader's high watermark or left the ISR once.
+                               the leader's high watermark or left the ISR once. A deposed
+                               leader is not judged: when the leader of a newer epoch is down,
+                               one that missed its election (its ZooKeeper session expired) still
+                               believes it leads with its old ISR, as Kafka allows.
   hw-regression                one leader (node incarnation), one leader epoch: its high
                                watermark never goes backwards.
   leader-epoch-regression      a broker incarnation's leader epoch of a partition never goes
@@ -48,13 +52,14 @@ class InvariantMonitor:
         self._reported: set[tuple[Any, ...]] = set()            # one report per distinct situation
         self._hw: dict[tuple[str, int, TopicPartition, int], int] = {}
         self._epochs: dict[tuple[str, int, TopicPartition], int] = {}
+        self._newest_leader_epoch: dict[TopicPartition, int] = {}   # any broker's become_leader
         self._controller_epochs: dict[tuple[str, int], int] = {}
         self._elected_epoch = -1
         self._power_lost: set[str] = set()
         self._suspect_since: dict[str, float] = {}              # node -> restart after a power loss
         self._cleared: dict[tuple[str, TopicPartition], float] = {}
         self._handlers: dict[str, Callable[[str, dict[str, Any]], None]] = {
-            "produce": self._on_produce, "become_leader": self._on_role, "become_follower": self._on_role,
+            "produce": self._on_produce, "become_leader": self._on_become_leader, "become_follower": self._on_role,
             "controller_elected": self._on_controller_elected, "node_crash": self._on_crash,
             "node_restart": self._on_restart,
         }
@@ -67,6 +72,11 @@ class InvariantMonitor:
 
     def _on_produce(self, node: str, f: dict[str, Any]) -> None:
         self.check_partition((f["topic"], f["partition"]))
+
+    def _on_become_leader(self, node: str, f: dict[str, Any]) -> None:
+        tp = (f["topic"], f["partition"])
+        self._newest_leader_epoch[tp] = max(f["leader_epoch"], self._newest_leader_epoch.get(tp, -1))
+        self._on_role(node, f)
 
     def _on_role(self, node: str, f: dict[str, Any]) -> None:
         tp = (f["topic"], f["partition"])
@@ -122,7 +132,8 @@ class InvariantMonitor:
                                 leaders=[n1, n2])
         epoch, name, p = leaders[0]
         self._check_hw_monotonic(name, tp, epoch, p.high_watermark)
-        self._check_isr_has_hw(name, tp, p)
+        if epoch >= self._newest_leader_epoch.get(tp, -1):  # else a deposed leader: its ISR is stale
+            self._check_isr_has_hw(name, tp, p)
 
     def _check_hw_monotonic(self, name: str, tp: TopicPartition, epoch: int, hw: int) -> None:
         key = (name, self.world.nodes[name].incarnation, tp, epoch)
