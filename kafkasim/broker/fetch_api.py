@@ -192,6 +192,8 @@ class FetchApi:
 
     def _maybe_convert(self, w: _Wanted, pd: Any, version: int, from_follower: bool) -> Any:
         """KafkaApis.maybeConvertFetchedData."""
+        if version >= 10:  # zstd is readable and nothing is down-converted: no log config to look up
+            return pd
         if w.topic is None:   # an unknown topic id: no log config, nothing to convert
             return pd
         part = self.replica_manager.get_partition(w.topic, w.partition)
