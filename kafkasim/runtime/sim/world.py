@@ -259,9 +259,9 @@ class SimWorld:
         return r
 
     def emit(self, node: str, ev: str, fields: dict[str, Any]) -> None:
-        record = dict(fields)
-        record.update(t=round(self.kernel.now(), 6), node=node, ev=ev)
-        self.trace.emit(record)
+        # A new dict (listeners get `fields` as given); the same keys and values as
+        # dict(fields) + update(t=..., node=..., ev=...), in one step.
+        self.trace.emit({**fields, "t": round(self.kernel._now, 6), "node": node, "ev": ev})
 
     def invariant_failed(self, node: str, what: str) -> None:
         """Recorded here as well as raised: broker code that catches the exception (a request
