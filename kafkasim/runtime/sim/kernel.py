@@ -188,16 +188,15 @@ class SimTask(Task):
         if owner.paused and owner.hold_if_paused(lambda: self._step(wake)):
             self._waiting = wake  # still this task's wait: a cancel meanwhile supersedes it
             return
-        self._advance(wake._state == _OK, wake._value)
-
-    def _advance(self, ok: bool, value: Any) -> None:
+        # Advance the coroutine (inline: one call per step less, ~80k steps a run).
+        ok, value = wake._state == _OK, wake._value
         kernel = self._kernel
-        prev, kernel.current = kernel.current, self._owner
-        send, throw = self._coro.send, self._coro.throw
+        prev, kernel.current = kernel.current, owner
+        coro = self._coro
         try:
             while True:
                 try:
-                    nxt = send(value) if ok else throw(value)
+                    nxt = coro.send(value) if ok else coro.throw(value)
                 except StopIteration as stop:
                     self._finish(True, stop.value)
                     return
