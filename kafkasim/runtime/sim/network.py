@@ -69,8 +69,10 @@ class _Direction:
             net.kernel.schedule(at - now, self._pump)
 
     def _pump(self, _ev: Any) -> None:
-        net, now = self.net, self.net.kernel.now()
-        if not net.path_up(self.src.local[0], self.dst.local[0]):
+        net = self.net
+        now = net.kernel._now
+        # path_up is True whenever nothing is cut (most of a run): ask it only when something is.
+        if net.blocked and not net.path_up(self.src.local[0], self.dst.local[0]):
             net.kernel.schedule(RETRANSMIT_MS, self._pump)
             return
         delivered = False
