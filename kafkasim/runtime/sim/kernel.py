@@ -49,7 +49,9 @@ class SimFuture(Future[Any]):
         if self._state == _PENDING:
             self._state, self._value = _OK, value
             if self._callbacks:
-                self._kernel.schedule(0.0, self._fire)
+                # kernel.schedule(0.0, self._fire), inline: one call less per completed future.
+                k = self._kernel
+                heapq.heappush(k._queue, (k._now, NORMAL, next(k._seq), self._fire, None))
 
     def set_exception(self, exc: BaseException) -> None:
         if self._state == _PENDING:
