@@ -123,8 +123,11 @@ class FetchApi:
         # read: KafkaApis converts after FetchContext.updateAndGenerateResponseData).
         error, response_session_id, parts = context.generate(parts, self.rt.now_ms())
         self._trace_session(context, error, session_id, response_session_id, replica_id)
-        by_tp = {w.tp: w for w in wanted}
-        converted = [(tp, self._maybe_convert(by_tp[tp], pd, version, replica_id >= 0)) for tp, pd in parts]
+        if version >= 10:  # nothing to convert (see _maybe_convert): skip the per-partition pass
+            converted = parts
+        else:
+            by_tp = {w.tp: w for w in wanted}
+            converted = [(tp, self._maybe_convert(by_tp[tp], pd, version, replica_id >= 0)) for tp, pd in parts]
         topics: list[Any] = []
         for (topic_id, name, _), pd in converted:
             if topics and topics[-1].topic == (name or "") and topics[-1].topic_id == topic_id:
@@ -156,22 +159,22 @@ class FetchApi:
         readable: list[_Wanted] = []
         unknown_ids: list[_Wanted] = []
         unknown: list[_Wanted] = []
+        specs: list[FetchSpec] = []
+        min_one = version >= 3
+        metas: dict[str, Any] = {}  # one metadata lookup per topic, not per partition
         for tp, p in context.partitions():
-            w = _Wanted(tp, p)
             _, name, index = tp
-            meta = cache.topic(name) if name is not None else None
             if name is None:
-                w.error = E.UNKNOWN_TOPIC_ID
-                (unknown if from_follower else unknown_ids).append(w)
-            elif meta is None or index not in meta.partitions:
-                w.error = E.UNKNOWN_TOPIC_OR_PARTITION
-                unknown.append(w)
-            else:
-                readable.append(w)
-        specs = [FetchSpec(w.tp[1] or "", w.partition, w.req.fetch_offset, w.req.max_bytes,
-                           w.req.current_leader_epoch, w.req.log_start_offset,
-                           last_fetched_epoch=w.req.last_fetched_epoch, min_one_message=version >= 3)
-                 for w in readable]
+                (unknown if from_follower else unknown_ids).append(_Wanted(tp, p, E.UNKNOWN_TOPIC_ID))
+                continue
+            meta = metas[name] if name in metas else metas.setdefault(name, cache.topic(name))
+            if meta is None or index not in meta.partitions:
+                unknown.append(_Wanted(tp, p, E.UNKNOWN_TOPIC_OR_PARTITION))
+                continue
+            readable.append(_Wanted(tp, p))
+            specs.append(FetchSpec(name, index, p.fetch_offset, p.max_bytes, p.current_leader_epoch,
+                                   p.log_start_offset, last_fetched_epoch=p.last_fetched_epoch,
+                                   min_one_message=min_one))
         return readable + unknown_ids + unknown, specs
 
     def _partition_data(self, w: _Wanted, r: FetchResult, version: int, committed: bool) -> Any:
@@ -192,6 +195,8 @@ class FetchApi:
 
     def _maybe_convert(self, w: _Wanted, pd: Any, version: int, from_follower: bool) -> Any:
         """KafkaApis.maybeConvertFetchedData."""
+        if version >= 10:  # zstd is readable and nothing is down-converted: no log config to look up
+            return pd
         if w.topic is None:   # an unknown topic id: no log config, nothing to convert
             return pd
         part = self.replica_manager.get_partition(w.topic, w.partition)

@@ -383,8 +383,10 @@ class Partition:
         (unknown log end offset) holds it where it is. It only moves forward."""
         if not self.is_leader:
             return False
-        leo, now, old = self.log.log_end_offset, self.now_ms(), self.log.high_watermark
-        new_hw = leo
+        leo, old = self.log.log_end_offset, self.log.high_watermark
+        if leo <= old:
+            return False  # the HW is at the log end already: nothing below can move it (hot: every follower fetch)
+        now, new_hw = self.now_ms(), leo
         maximal = set(self.maximal_isr)
         for r in self.remote_replicas.values():
             known = r.log_end_offset != UNKNOWN_OFFSET

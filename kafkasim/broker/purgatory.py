@@ -27,7 +27,7 @@ from __future__ import annotations
 
 from collections.abc import Hashable, Sequence
 from dataclasses import dataclass
-from typing import Any, TypeVar
+from typing import Any, NamedTuple, TypeVar
 
 from kafkasim.runtime.api import Future, NodeRuntime, Timer
 
@@ -35,9 +35,10 @@ T = TypeVar("T")
 
 
 # ---------------------------------------------------------------- keys (DelayedOperationKey.scala)
-@dataclass(frozen=True)
-class TopicPartitionOperationKey:
-    """DelayedProduce and DelayedFetch (and the group coordinator's acks=all appends)."""
+class TopicPartitionOperationKey(NamedTuple):
+    """DelayedProduce and DelayedFetch (and the group coordinator's acks=all appends). A
+    NamedTuple, not a frozen dataclass: a follower's fetch watches every partition it asks
+    for, and a tuple's hash and equality are C, not a Python call per dict lookup."""
 
     topic: str
     partition: int

@@ -483,6 +483,12 @@ class ReplicaManager:
             elif self.rt.buggify("fetch.response.tiny"):
                 budget = min(budget, 1)  # as fetch.max.bytes=1 answers: the first batch only (KIP-74)
             data: FileRecords | bytes
+            if follower and s.min_one_message and s.fetch_offset >= leo and not p.log.offline:
+                # A caught-up follower (most partitions of most follower fetches): what
+                # _read_partition would find — nothing — without walking down to the log.
+                data = b"" if budget <= 0 and total else FileRecords([])
+                results.append(FetchResult(E.NONE, p.high_watermark, p.log_start_offset, data, p.last_stable_offset))
+                continue
             try:
                 aborted: list[AbortedTxn] | None = None
                 if not s.min_one_message:  # fetch v0-v2 (no isolation level yet): a hard limit

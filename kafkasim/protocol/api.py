@@ -150,13 +150,33 @@ def api_info(api_key: int) -> ApiInfo:
     return info
 
 
+# (api key, version) -> header version, for the versions the codec knows (a bounded table: a
+# version off the peer's wire outside them is answered, not remembered). Every request and
+# response asks twice; the lookup saves two calls each time.
+_REQUEST_HEADER_VERSIONS: dict[tuple[int, int], int] = {}
+_RESPONSE_HEADER_VERSIONS: dict[tuple[int, int], int] = {}
+
+
 def request_header_version(api_key: int, api_version: int) -> int:
+    hv = _REQUEST_HEADER_VERSIONS.get((api_key, api_version))
+    if hv is not None:
+        return hv
+    info = api_info(api_key)
     if api_key == CONTROLLED_SHUTDOWN and api_version == 0:
-        return 0
-    return 2 if api_info(api_key).is_flexible(api_version) else 1
+        hv = 0
+    else:
+        hv = 2 if info.is_flexible(api_version) else 1
+    if info.is_valid(api_version):
+        _REQUEST_HEADER_VERSIONS[(api_key, api_version)] = hv
+    return hv
 
 
 def response_header_version(api_key: int, api_version: int) -> int:
-    if api_key == API_VERSIONS:
-        return 0
-    return 1 if api_info(api_key).is_flexible(api_version) else 0
+    hv = _RESPONSE_HEADER_VERSIONS.get((api_key, api_version))
+    if hv is not None:
+        return hv
+    info = api_info(api_key)
+    hv = 0 if api_key == API_VERSIONS else 1 if info.is_flexible(api_version) else 0
+    if info.is_valid(api_version):
+        _RESPONSE_HEADER_VERSIONS[(api_key, api_version)] = hv
+    return hv

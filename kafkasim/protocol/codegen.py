@@ -287,7 +287,14 @@ def is_default_test(f: FieldDef, expr: str) -> str:
     if f.is_array:
         return f"{expr} is None or len({expr}) != 0" if True else ""
     if d == "DEFAULT":
-        return f"{expr} != _D{f.struct.alias}"  # type: ignore[union-attr]
+        # `expr != _D<alias>` spelled out: what the struct's __eq__ compares, inline (a Python
+        # __eq__ call per tagged struct field per encode otherwise: three per Fetch partition).
+        sd = f.struct
+        assert sd is not None
+        tests = [f"type(_x := {expr}) is not {sd.alias}"]
+        tests += [f"_x.{g.attr} != _D{sd.alias}.{g.attr}" for g in sd.fields]
+        tests.append("_x._unknown_tagged_fields")
+        return " or ".join(tests)
     return f"{expr} != {d}"
 
 

@@ -19,7 +19,6 @@ them to the watchers' sessions, each in its own way (latency, network path).
 
 from __future__ import annotations
 
-import copy
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -57,6 +56,10 @@ class Firing:
 def _parent(path: str) -> str:
     p = path.rsplit("/", 1)[0]
     return p or "/"
+
+
+def _copy_node(n: ZNode) -> ZNode:
+    return ZNode(n.data, n.czxid, n.mzxid, n.version, n.cversion, n.ephemeral_owner, set(n.children))
 
 
 def _check_path(path: str) -> None:
@@ -210,7 +213,10 @@ class ZkStore:
 
     def multi(self, sid: int, ops: list[ZOp]) -> tuple[list[Any], list[Firing]]:
         """All or nothing: apply on the live state, roll back from a snapshot on failure."""
-        saved = (copy.deepcopy(self.nodes), self.zxid, copy.deepcopy(self.sessions),
+        # What deepcopy made, built directly (a ZNode's bytes are immutable, its children set is
+        # not): deepcopy's generic walk of the whole tree was ~4% of a run with ISR churn.
+        saved = ({path: _copy_node(n) for path, n in self.nodes.items()}, self.zxid,
+                 {sid: set(paths) for sid, paths in self.sessions.items()},
                  {k: list(v) for k, v in self._data_watches.items()},
                  {k: list(v) for k, v in self._child_watches.items()})
         results: list[Any] = []

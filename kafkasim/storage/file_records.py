@@ -25,6 +25,9 @@ class FileRecords:
     __slots__ = ("regions", "_size")
 
     def __init__(self, regions: list[FileRegion]) -> None:
+        if not regions:  # a caught-up fetch's read, once per partition per fetch: skip the walks
+            self.regions, self._size = [], 0
+            return
         self.regions = [r for r in regions if r.size > 0]
         self._size = sum(r.size for r in self.regions)
 

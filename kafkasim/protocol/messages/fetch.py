@@ -461,7 +461,7 @@ def _e_1(o, a):
 
 
 def _e_2(o, a):
-    if o.replica_state != _D_FetchRequest_ReplicaState:
+    if type(_x := o.replica_state) is not _FetchRequest_ReplicaState or _x.replica_id != _D_FetchRequest_ReplicaState.replica_id or _x.replica_epoch != _D_FetchRequest_ReplicaState.replica_epoch or _x._unknown_tagged_fields:
         not_in_version('FetchRequest', 'ReplicaState')
     a(_S_iii.pack(o.replica_id, o.max_wait_ms, o.min_bytes))
     x = o.topics
@@ -476,7 +476,7 @@ def _e_2(o, a):
 
 
 def _e_3(o, a):
-    if o.replica_state != _D_FetchRequest_ReplicaState:
+    if type(_x := o.replica_state) is not _FetchRequest_ReplicaState or _x.replica_id != _D_FetchRequest_ReplicaState.replica_id or _x.replica_epoch != _D_FetchRequest_ReplicaState.replica_epoch or _x._unknown_tagged_fields:
         not_in_version('FetchRequest', 'ReplicaState')
     a(_S_iiii.pack(o.replica_id, o.max_wait_ms, o.min_bytes, o.max_bytes))
     x = o.topics
@@ -491,7 +491,7 @@ def _e_3(o, a):
 
 
 def _e_4(o, a):
-    if o.replica_state != _D_FetchRequest_ReplicaState:
+    if type(_x := o.replica_state) is not _FetchRequest_ReplicaState or _x.replica_id != _D_FetchRequest_ReplicaState.replica_id or _x.replica_epoch != _D_FetchRequest_ReplicaState.replica_epoch or _x._unknown_tagged_fields:
         not_in_version('FetchRequest', 'ReplicaState')
     a(_S_iiiib.pack(o.replica_id, o.max_wait_ms, o.min_bytes, o.max_bytes, o.isolation_level))
     x = o.topics
@@ -523,7 +523,7 @@ def _e_6(o, a):
 
 
 def _e_7(o, a):
-    if o.replica_state != _D_FetchRequest_ReplicaState:
+    if type(_x := o.replica_state) is not _FetchRequest_ReplicaState or _x.replica_id != _D_FetchRequest_ReplicaState.replica_id or _x.replica_epoch != _D_FetchRequest_ReplicaState.replica_epoch or _x._unknown_tagged_fields:
         not_in_version('FetchRequest', 'ReplicaState')
     a(_S_iiiib.pack(o.replica_id, o.max_wait_ms, o.min_bytes, o.max_bytes, o.isolation_level))
     x = o.topics
@@ -548,7 +548,7 @@ def _e_8(o, a):
 
 
 def _e_9(o, a):
-    if o.replica_state != _D_FetchRequest_ReplicaState:
+    if type(_x := o.replica_state) is not _FetchRequest_ReplicaState or _x.replica_id != _D_FetchRequest_ReplicaState.replica_id or _x.replica_epoch != _D_FetchRequest_ReplicaState.replica_epoch or _x._unknown_tagged_fields:
         not_in_version('FetchRequest', 'ReplicaState')
     a(_S_iiiibii.pack(o.replica_id, o.max_wait_ms, o.min_bytes, o.max_bytes, o.isolation_level, o.session_id, o.session_epoch))
     x = o.topics
@@ -585,7 +585,7 @@ def _e_11(o, a):
 
 
 def _e_12(o, a):
-    if o.replica_state != _D_FetchRequest_ReplicaState:
+    if type(_x := o.replica_state) is not _FetchRequest_ReplicaState or _x.replica_id != _D_FetchRequest_ReplicaState.replica_id or _x.replica_epoch != _D_FetchRequest_ReplicaState.replica_epoch or _x._unknown_tagged_fields:
         not_in_version('FetchRequest', 'ReplicaState')
     a(_S_iiiibii.pack(o.replica_id, o.max_wait_ms, o.min_bytes, o.max_bytes, o.isolation_level, o.session_id, o.session_epoch))
     x = o.topics
@@ -605,7 +605,7 @@ def _e_12(o, a):
 
 
 def _e_13(o, a):
-    if o.replica_state != _D_FetchRequest_ReplicaState:
+    if type(_x := o.replica_state) is not _FetchRequest_ReplicaState or _x.replica_id != _D_FetchRequest_ReplicaState.replica_id or _x.replica_epoch != _D_FetchRequest_ReplicaState.replica_epoch or _x._unknown_tagged_fields:
         not_in_version('FetchRequest', 'ReplicaState')
     a(_S_iiiibii.pack(o.replica_id, o.max_wait_ms, o.min_bytes, o.max_bytes, o.isolation_level, o.session_id, o.session_epoch))
     x = o.topics
@@ -654,7 +654,7 @@ def _e_16(o, a):
 
 
 def _e_17(o, a):
-    if o.replica_state != _D_FetchRequest_ReplicaState:
+    if type(_x := o.replica_state) is not _FetchRequest_ReplicaState or _x.replica_id != _D_FetchRequest_ReplicaState.replica_id or _x.replica_epoch != _D_FetchRequest_ReplicaState.replica_epoch or _x._unknown_tagged_fields:
         not_in_version('FetchRequest', 'ReplicaState')
     a(_S_iiiibii.pack(o.replica_id, o.max_wait_ms, o.min_bytes, o.max_bytes, o.isolation_level, o.session_id, o.session_epoch))
     x = o.topics
@@ -704,7 +704,7 @@ def _e_19(o, a):
 
 
 def _e_20(o, a):
-    if o.replica_state != _D_FetchRequest_ReplicaState:
+    if type(_x := o.replica_state) is not _FetchRequest_ReplicaState or _x.replica_id != _D_FetchRequest_ReplicaState.replica_id or _x.replica_epoch != _D_FetchRequest_ReplicaState.replica_epoch or _x._unknown_tagged_fields:
         not_in_version('FetchRequest', 'ReplicaState')
     a(_S_iiiibii.pack(o.replica_id, o.max_wait_ms, o.min_bytes, o.max_bytes, o.isolation_level, o.session_id, o.session_epoch))
     x = o.topics
@@ -759,7 +759,7 @@ def _e_22(o, a):
         s = []
         w_cstr_n(s.append, o.cluster_id)
         t.append((0, b''.join(s)))
-    if o.replica_state != _D_FetchRequest_ReplicaState:
+    if type(_x := o.replica_state) is not _FetchRequest_ReplicaState or _x.replica_id != _D_FetchRequest_ReplicaState.replica_id or _x.replica_epoch != _D_FetchRequest_ReplicaState.replica_epoch or _x._unknown_tagged_fields:
         s = []
         _e_21(o.replica_state, s.append)
         t.append((1, b''.join(s)))
@@ -812,7 +812,7 @@ def _e_25(o, a):
         s = []
         w_cstr_n(s.append, o.cluster_id)
         t.append((0, b''.join(s)))
-    if o.replica_state != _D_FetchRequest_ReplicaState:
+    if type(_x := o.replica_state) is not _FetchRequest_ReplicaState or _x.replica_id != _D_FetchRequest_ReplicaState.replica_id or _x.replica_epoch != _D_FetchRequest_ReplicaState.replica_epoch or _x._unknown_tagged_fields:
         s = []
         _e_21(o.replica_state, s.append)
         t.append((1, b''.join(s)))
@@ -1432,11 +1432,11 @@ def _d_54(b, p):
 
 
 def _e_55(o, a):
-    if o.diverging_epoch != _D_FetchResponse_FetchableTopicResponse_PartitionData_EpochEndOffset:
+    if type(_x := o.diverging_epoch) is not _FetchResponse_FetchableTopicResponse_PartitionData_EpochEndOffset or _x.epoch != _D_FetchResponse_FetchableTopicResponse_PartitionData_EpochEndOffset.epoch or _x.end_offset != _D_FetchResponse_FetchableTopicResponse_PartitionData_EpochEndOffset.end_offset or _x._unknown_tagged_fields:
         not_in_version('FetchResponse.FetchableTopicResponse.PartitionData', 'DivergingEpoch')
-    if o.current_leader != _D_FetchResponse_FetchableTopicResponse_PartitionData_LeaderIdAndEpoch:
+    if type(_x := o.current_leader) is not _FetchResponse_FetchableTopicResponse_PartitionData_LeaderIdAndEpoch or _x.leader_id != _D_FetchResponse_FetchableTopicResponse_PartitionData_LeaderIdAndEpoch.leader_id or _x.leader_epoch != _D_FetchResponse_FetchableTopicResponse_PartitionData_LeaderIdAndEpoch.leader_epoch or _x._unknown_tagged_fields:
         not_in_version('FetchResponse.FetchableTopicResponse.PartitionData', 'CurrentLeader')
-    if o.snapshot_id != _D_FetchResponse_FetchableTopicResponse_PartitionData_SnapshotId:
+    if type(_x := o.snapshot_id) is not _FetchResponse_FetchableTopicResponse_PartitionData_SnapshotId or _x.end_offset != _D_FetchResponse_FetchableTopicResponse_PartitionData_SnapshotId.end_offset or _x.epoch != _D_FetchResponse_FetchableTopicResponse_PartitionData_SnapshotId.epoch or _x._unknown_tagged_fields:
         not_in_version('FetchResponse.FetchableTopicResponse.PartitionData', 'SnapshotId')
     if o.preferred_read_replica != -1:
         not_in_version('FetchResponse.FetchableTopicResponse.PartitionData', 'PreferredReadReplica')
@@ -1489,11 +1489,11 @@ def _e_59(o, a):
 
 
 def _e_60(o, a):
-    if o.diverging_epoch != _D_FetchResponse_FetchableTopicResponse_PartitionData_EpochEndOffset:
+    if type(_x := o.diverging_epoch) is not _FetchResponse_FetchableTopicResponse_PartitionData_EpochEndOffset or _x.epoch != _D_FetchResponse_FetchableTopicResponse_PartitionData_EpochEndOffset.epoch or _x.end_offset != _D_FetchResponse_FetchableTopicResponse_PartitionData_EpochEndOffset.end_offset or _x._unknown_tagged_fields:
         not_in_version('FetchResponse.FetchableTopicResponse.PartitionData', 'DivergingEpoch')
-    if o.current_leader != _D_FetchResponse_FetchableTopicResponse_PartitionData_LeaderIdAndEpoch:
+    if type(_x := o.current_leader) is not _FetchResponse_FetchableTopicResponse_PartitionData_LeaderIdAndEpoch or _x.leader_id != _D_FetchResponse_FetchableTopicResponse_PartitionData_LeaderIdAndEpoch.leader_id or _x.leader_epoch != _D_FetchResponse_FetchableTopicResponse_PartitionData_LeaderIdAndEpoch.leader_epoch or _x._unknown_tagged_fields:
         not_in_version('FetchResponse.FetchableTopicResponse.PartitionData', 'CurrentLeader')
-    if o.snapshot_id != _D_FetchResponse_FetchableTopicResponse_PartitionData_SnapshotId:
+    if type(_x := o.snapshot_id) is not _FetchResponse_FetchableTopicResponse_PartitionData_SnapshotId or _x.end_offset != _D_FetchResponse_FetchableTopicResponse_PartitionData_SnapshotId.end_offset or _x.epoch != _D_FetchResponse_FetchableTopicResponse_PartitionData_SnapshotId.epoch or _x._unknown_tagged_fields:
         not_in_version('FetchResponse.FetchableTopicResponse.PartitionData', 'SnapshotId')
     a(_S_ihqq.pack(o.partition_index, o.error_code, o.high_watermark, o.last_stable_offset))
     x = o.aborted_transactions
@@ -1535,11 +1535,11 @@ def _e_62(o, a):
 
 
 def _e_63(o, a):
-    if o.diverging_epoch != _D_FetchResponse_FetchableTopicResponse_PartitionData_EpochEndOffset:
+    if type(_x := o.diverging_epoch) is not _FetchResponse_FetchableTopicResponse_PartitionData_EpochEndOffset or _x.epoch != _D_FetchResponse_FetchableTopicResponse_PartitionData_EpochEndOffset.epoch or _x.end_offset != _D_FetchResponse_FetchableTopicResponse_PartitionData_EpochEndOffset.end_offset or _x._unknown_tagged_fields:
         not_in_version('FetchResponse.FetchableTopicResponse.PartitionData', 'DivergingEpoch')
-    if o.current_leader != _D_FetchResponse_FetchableTopicResponse_PartitionData_LeaderIdAndEpoch:
+    if type(_x := o.current_leader) is not _FetchResponse_FetchableTopicResponse_PartitionData_LeaderIdAndEpoch or _x.leader_id != _D_FetchResponse_FetchableTopicResponse_PartitionData_LeaderIdAndEpoch.leader_id or _x.leader_epoch != _D_FetchResponse_FetchableTopicResponse_PartitionData_LeaderIdAndEpoch.leader_epoch or _x._unknown_tagged_fields:
         not_in_version('FetchResponse.FetchableTopicResponse.PartitionData', 'CurrentLeader')
-    if o.snapshot_id != _D_FetchResponse_FetchableTopicResponse_PartitionData_SnapshotId:
+    if type(_x := o.snapshot_id) is not _FetchResponse_FetchableTopicResponse_PartitionData_SnapshotId or _x.end_offset != _D_FetchResponse_FetchableTopicResponse_PartitionData_SnapshotId.end_offset or _x.epoch != _D_FetchResponse_FetchableTopicResponse_PartitionData_SnapshotId.epoch or _x._unknown_tagged_fields:
         not_in_version('FetchResponse.FetchableTopicResponse.PartitionData', 'SnapshotId')
     a(_S_ihqqq.pack(o.partition_index, o.error_code, o.high_watermark, o.last_stable_offset, o.log_start_offset))
     x = o.aborted_transactions
@@ -1594,11 +1594,11 @@ def _e_66(o, a):
 
 
 def _e_67(o, a):
-    if o.diverging_epoch != _D_FetchResponse_FetchableTopicResponse_PartitionData_EpochEndOffset:
+    if type(_x := o.diverging_epoch) is not _FetchResponse_FetchableTopicResponse_PartitionData_EpochEndOffset or _x.epoch != _D_FetchResponse_FetchableTopicResponse_PartitionData_EpochEndOffset.epoch or _x.end_offset != _D_FetchResponse_FetchableTopicResponse_PartitionData_EpochEndOffset.end_offset or _x._unknown_tagged_fields:
         not_in_version('FetchResponse.FetchableTopicResponse.PartitionData', 'DivergingEpoch')
-    if o.current_leader != _D_FetchResponse_FetchableTopicResponse_PartitionData_LeaderIdAndEpoch:
+    if type(_x := o.current_leader) is not _FetchResponse_FetchableTopicResponse_PartitionData_LeaderIdAndEpoch or _x.leader_id != _D_FetchResponse_FetchableTopicResponse_PartitionData_LeaderIdAndEpoch.leader_id or _x.leader_epoch != _D_FetchResponse_FetchableTopicResponse_PartitionData_LeaderIdAndEpoch.leader_epoch or _x._unknown_tagged_fields:
         not_in_version('FetchResponse.FetchableTopicResponse.PartitionData', 'CurrentLeader')
-    if o.snapshot_id != _D_FetchResponse_FetchableTopicResponse_PartitionData_SnapshotId:
+    if type(_x := o.snapshot_id) is not _FetchResponse_FetchableTopicResponse_PartitionData_SnapshotId or _x.end_offset != _D_FetchResponse_FetchableTopicResponse_PartitionData_SnapshotId.end_offset or _x.epoch != _D_FetchResponse_FetchableTopicResponse_PartitionData_SnapshotId.epoch or _x._unknown_tagged_fields:
         not_in_version('FetchResponse.FetchableTopicResponse.PartitionData', 'SnapshotId')
     a(_S_ihqqq.pack(o.partition_index, o.error_code, o.high_watermark, o.last_stable_offset, o.log_start_offset))
     x = o.aborted_transactions
@@ -1668,15 +1668,15 @@ def _e_74(o, a):
     a(_S_i.pack(o.preferred_read_replica))
     w_cbytes_n(a, o.records)
     t = []
-    if o.diverging_epoch != _D_FetchResponse_FetchableTopicResponse_PartitionData_EpochEndOffset:
+    if type(_x := o.diverging_epoch) is not _FetchResponse_FetchableTopicResponse_PartitionData_EpochEndOffset or _x.epoch != _D_FetchResponse_FetchableTopicResponse_PartitionData_EpochEndOffset.epoch or _x.end_offset != _D_FetchResponse_FetchableTopicResponse_PartitionData_EpochEndOffset.end_offset or _x._unknown_tagged_fields:
         s = []
         _e_71(o.diverging_epoch, s.append)
         t.append((0, b''.join(s)))
-    if o.current_leader != _D_FetchResponse_FetchableTopicResponse_PartitionData_LeaderIdAndEpoch:
+    if type(_x := o.current_leader) is not _FetchResponse_FetchableTopicResponse_PartitionData_LeaderIdAndEpoch or _x.leader_id != _D_FetchResponse_FetchableTopicResponse_PartitionData_LeaderIdAndEpoch.leader_id or _x.leader_epoch != _D_FetchResponse_FetchableTopicResponse_PartitionData_LeaderIdAndEpoch.leader_epoch or _x._unknown_tagged_fields:
         s = []
         _e_72(o.current_leader, s.append)
         t.append((1, b''.join(s)))
-    if o.snapshot_id != _D_FetchResponse_FetchableTopicResponse_PartitionData_SnapshotId:
+    if type(_x := o.snapshot_id) is not _FetchResponse_FetchableTopicResponse_PartitionData_SnapshotId or _x.end_offset != _D_FetchResponse_FetchableTopicResponse_PartitionData_SnapshotId.end_offset or _x.epoch != _D_FetchResponse_FetchableTopicResponse_PartitionData_SnapshotId.epoch or _x._unknown_tagged_fields:
         s = []
         _e_73(o.snapshot_id, s.append)
         t.append((2, b''.join(s)))

@@ -577,7 +577,7 @@ def _e_17(o, a):
     a(_S_qq.pack(o.size, o.position))
     w_cbytes(a, o.unaligned_records)
     t = []
-    if o.current_leader != _D_FetchSnapshotResponse_TopicSnapshot_PartitionSnapshot_LeaderIdAndEpoch:
+    if type(_x := o.current_leader) is not _FetchSnapshotResponse_TopicSnapshot_PartitionSnapshot_LeaderIdAndEpoch or _x.leader_id != _D_FetchSnapshotResponse_TopicSnapshot_PartitionSnapshot_LeaderIdAndEpoch.leader_id or _x.leader_epoch != _D_FetchSnapshotResponse_TopicSnapshot_PartitionSnapshot_LeaderIdAndEpoch.leader_epoch or _x._unknown_tagged_fields:
         s = []
         _e_16(o.current_leader, s.append)
         t.append((0, b''.join(s)))

@@ -479,7 +479,7 @@ def _d_13(b, p):
 
 
 def _e_14(o, a):
-    if o.current_leader != _D_ProduceResponse_TopicProduceResponse_PartitionProduceResponse_LeaderIdAndEpoch:
+    if type(_x := o.current_leader) is not _ProduceResponse_TopicProduceResponse_PartitionProduceResponse_LeaderIdAndEpoch or _x.leader_id != _D_ProduceResponse_TopicProduceResponse_PartitionProduceResponse_LeaderIdAndEpoch.leader_id or _x.leader_epoch != _D_ProduceResponse_TopicProduceResponse_PartitionProduceResponse_LeaderIdAndEpoch.leader_epoch or _x._unknown_tagged_fields:
         not_in_version('ProduceResponse.TopicProduceResponse.PartitionProduceResponse', 'CurrentLeader')
     a(_S_ihq.pack(o.index, o.error_code, o.base_offset))
 
@@ -521,7 +521,7 @@ def _e_17(o, a):
 
 
 def _e_18(o, a):
-    if o.current_leader != _D_ProduceResponse_TopicProduceResponse_PartitionProduceResponse_LeaderIdAndEpoch:
+    if type(_x := o.current_leader) is not _ProduceResponse_TopicProduceResponse_PartitionProduceResponse_LeaderIdAndEpoch or _x.leader_id != _D_ProduceResponse_TopicProduceResponse_PartitionProduceResponse_LeaderIdAndEpoch.leader_id or _x.leader_epoch != _D_ProduceResponse_TopicProduceResponse_PartitionProduceResponse_LeaderIdAndEpoch.leader_epoch or _x._unknown_tagged_fields:
         not_in_version('ProduceResponse.TopicProduceResponse.PartitionProduceResponse', 'CurrentLeader')
     a(_S_ihqq.pack(o.index, o.error_code, o.base_offset, o.log_append_time_ms))
 
@@ -551,7 +551,7 @@ def _e_20(o, a):
 
 
 def _e_21(o, a):
-    if o.current_leader != _D_ProduceResponse_TopicProduceResponse_PartitionProduceResponse_LeaderIdAndEpoch:
+    if type(_x := o.current_leader) is not _ProduceResponse_TopicProduceResponse_PartitionProduceResponse_LeaderIdAndEpoch or _x.leader_id != _D_ProduceResponse_TopicProduceResponse_PartitionProduceResponse_LeaderIdAndEpoch.leader_id or _x.leader_epoch != _D_ProduceResponse_TopicProduceResponse_PartitionProduceResponse_LeaderIdAndEpoch.leader_epoch or _x._unknown_tagged_fields:
         not_in_version('ProduceResponse.TopicProduceResponse.PartitionProduceResponse', 'CurrentLeader')
     a(_S_ihqqq.pack(o.index, o.error_code, o.base_offset, o.log_append_time_ms, o.log_start_offset))
 
@@ -595,7 +595,7 @@ def _e_25(o, a):
         for y in x:
             _e_24(y, a)
     w_str_n(a, o.error_message)
-    if o.current_leader != _D_ProduceResponse_TopicProduceResponse_PartitionProduceResponse_LeaderIdAndEpoch:
+    if type(_x := o.current_leader) is not _ProduceResponse_TopicProduceResponse_PartitionProduceResponse_LeaderIdAndEpoch or _x.leader_id != _D_ProduceResponse_TopicProduceResponse_PartitionProduceResponse_LeaderIdAndEpoch.leader_id or _x.leader_epoch != _D_ProduceResponse_TopicProduceResponse_PartitionProduceResponse_LeaderIdAndEpoch.leader_epoch or _x._unknown_tagged_fields:
         not_in_version('ProduceResponse.TopicProduceResponse.PartitionProduceResponse', 'CurrentLeader')
 
 
@@ -639,7 +639,7 @@ def _e_29(o, a):
         for y in x:
             _e_28(y, a)
     w_cstr_n(a, o.error_message)
-    if o.current_leader != _D_ProduceResponse_TopicProduceResponse_PartitionProduceResponse_LeaderIdAndEpoch:
+    if type(_x := o.current_leader) is not _ProduceResponse_TopicProduceResponse_PartitionProduceResponse_LeaderIdAndEpoch or _x.leader_id != _D_ProduceResponse_TopicProduceResponse_PartitionProduceResponse_LeaderIdAndEpoch.leader_id or _x.leader_epoch != _D_ProduceResponse_TopicProduceResponse_PartitionProduceResponse_LeaderIdAndEpoch.leader_epoch or _x._unknown_tagged_fields:
         not_in_version('ProduceResponse.TopicProduceResponse.PartitionProduceResponse', 'CurrentLeader')
     w_unknown_tags(a, o._unknown_tagged_fields)
 
@@ -686,7 +686,7 @@ def _e_33(o, a):
             _e_28(y, a)
     w_cstr_n(a, o.error_message)
     t = []
-    if o.current_leader != _D_ProduceResponse_TopicProduceResponse_PartitionProduceResponse_LeaderIdAndEpoch:
+    if type(_x := o.current_leader) is not _ProduceResponse_TopicProduceResponse_PartitionProduceResponse_LeaderIdAndEpoch or _x.leader_id != _D_ProduceResponse_TopicProduceResponse_PartitionProduceResponse_LeaderIdAndEpoch.leader_id or _x.leader_epoch != _D_ProduceResponse_TopicProduceResponse_PartitionProduceResponse_LeaderIdAndEpoch.leader_epoch or _x._unknown_tagged_fields:
         s = []
         _e_32(o.current_leader, s.append)
         t.append((0, b''.join(s)))

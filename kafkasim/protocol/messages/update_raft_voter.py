@@ -270,7 +270,7 @@ def _e_6(o, a):
 def _e_7(o, a):
     a(_S_ih.pack(o.throttle_time_ms, o.error_code))
     t = []
-    if o.current_leader != _D_UpdateRaftVoterResponse_CurrentLeader:
+    if type(_x := o.current_leader) is not _UpdateRaftVoterResponse_CurrentLeader or _x.leader_id != _D_UpdateRaftVoterResponse_CurrentLeader.leader_id or _x.leader_epoch != _D_UpdateRaftVoterResponse_CurrentLeader.leader_epoch or _x.host != _D_UpdateRaftVoterResponse_CurrentLeader.host or _x.port != _D_UpdateRaftVoterResponse_CurrentLeader.port or _x._unknown_tagged_fields:
         s = []
         _e_6(o.current_leader, s.append)
         t.append((0, b''.join(s)))

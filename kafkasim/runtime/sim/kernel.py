@@ -49,7 +49,9 @@ class SimFuture(Future[Any]):
         if self._state == _PENDING:
             self._state, self._value = _OK, value
             if self._callbacks:
-                self._kernel.schedule(0.0, self._fire)
+                # kernel.schedule(0.0, self._fire), inline: one call less per completed future.
+                k = self._kernel
+                heapq.heappush(k._queue, (k._now, NORMAL, next(k._seq), self._fire, None))
 
     def set_exception(self, exc: BaseException) -> None:
         if self._state == _PENDING:
@@ -188,16 +190,15 @@ class SimTask(Task):
         if owner.paused and owner.hold_if_paused(lambda: self._step(wake)):
             self._waiting = wake  # still this task's wait: a cancel meanwhile supersedes it
             return
-        self._advance(wake._state == _OK, wake._value)
-
-    def _advance(self, ok: bool, value: Any) -> None:
+        # Advance the coroutine (inline: one call per step less, ~80k steps a run).
+        ok, value = wake._state == _OK, wake._value
         kernel = self._kernel
-        prev, kernel.current = kernel.current, self._owner
-        send, throw = self._coro.send, self._coro.throw
+        prev, kernel.current = kernel.current, owner
+        coro = self._coro
         try:
             while True:
                 try:
-                    nxt = send(value) if ok else throw(value)
+                    nxt = coro.send(value) if ok else coro.throw(value)
                 except StopIteration as stop:
                     self._finish(True, stop.value)
                     return
@@ -344,12 +345,10 @@ class SimKernel:
                 return len(futures)
             futures.append(f)
         woke = SimFuture(self)
-
         # Both run as queue entries (a future's callbacks, a timer): the waiter resumes in the
-        # same entry rather than one more.
-        def on_done(_f: Any) -> None:
-            woke._resolve_now(None)
-
+        # same entry rather than one more. (woke's value is never read: the future as value is
+        # as good as None, and the bound method saves a closure per wait.)
+        on_done = woke._resolve_now
         for f in futures:
             f._callbacks.append(on_done)
         timeout: list[SimFuture | None] | None = None
