@@ -249,7 +249,10 @@ class Pipeline:
             positions = [tp for tp in self.c.position(self.c.assignment()) if tp.offset >= 0]
             self.p.send_offsets_to_transaction(positions, self.c.consumer_group_metadata(), 30)
             if abort_every and self.transactions % abort_every == 0:
-                self.abort_and_rewind(errors)  # on purpose: its output must never be read
+                # On purpose: its output must never be read. Flushed first, so that the aborted
+                # records are in the log (abort_transaction purges what librdkafka has not sent).
+                self.p.flush(30)
+                self.abort_and_rewind(errors)
                 return rows, False
             if self.end(True, errors):
                 return rows, True

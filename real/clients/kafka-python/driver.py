@@ -198,7 +198,10 @@ class Pipeline:
                 self.p.send(self.output, value=v.encode(), partition=p)
             self.p.send_offsets_to_transaction(offsets, self.c.group_metadata())
             if abort_every and self.transactions % abort_every == 0:
-                self.abort_and_rewind(errors)  # on purpose: its output must never be read
+                # On purpose: its output must never be read. Flushed first, so that the aborted
+                # records are in the log (an abort drops what the producer has not sent).
+                self.p.flush(30)
+                self.abort_and_rewind(errors)
                 return rows, False
             self.p.commit_transaction()
             return rows, True

@@ -319,6 +319,7 @@ public final class Driver {
         for (ConsumerRecord<String, String> r : recs) p.send(new ProducerRecord<>(output, r.partition(), null, r.value()));
         p.sendOffsetsToTransaction(offsets, c.groupMetadata());
         if (abortEvery > 0 && transactions % abortEvery == 0) {
+          p.flush();  // so the aborted records are in the log (an abort drops what is unsent)
           abortAndRewind(null, errors);
           return new Object[] {rows, false};
         }
