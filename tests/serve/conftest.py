@@ -39,6 +39,24 @@ def free_port() -> int:
         return int(s.getsockname()[1])
 
 
+def wait_until_serving(proc: "subprocess.Popen[str]", port: int, seconds: float = 60) -> None:
+    """Return once `kafkasim serve` listens on `port` and knows its controller (its first
+    UpdateMetadata arrived): before that, Metadata names controller -1 and librdkafka's admin
+    client waits out its timeout ("Failed while waiting for controller"). Generous, because a
+    loaded CI machine starts the broker slowly."""
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            raise RuntimeError(f"kafkasim serve exited: {proc.stdout.read() if proc.stdout else ''}")
+        try:
+            if controller_id(port) >= 0:
+                return
+        except OSError:
+            pass
+        time.sleep(0.1)
+    raise RuntimeError(f"kafkasim serve did not start listening (with a controller) within {seconds:.0f} s")
+
+
 class ServedBroker:
     def __init__(self, log_dir: Path, zookeeper: Optional[str] = None, broker_id: int = 0,
                  configs: Optional[dict[str, object]] = None) -> None:
@@ -53,19 +71,7 @@ class ServedBroker:
         for key, value in (configs or {}).items():
             cmd += ["--config", f"{key}={value}"]
         self.proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-        deadline = time.monotonic() + 30
-        while time.monotonic() < deadline:
-            if self.proc.poll() is not None:
-                raise RuntimeError(f"kafkasim serve exited: {self.proc.stdout.read() if self.proc.stdout else ''}")
-            try:
-                # Listening, and the controller known (its first UpdateMetadata arrived): before,
-                # Metadata names controller -1 and librdkafka's admin client waits out its timeout.
-                if controller_id(self.port) >= 0:
-                    return
-            except OSError:
-                pass
-            time.sleep(0.1)
-        raise RuntimeError("kafkasim serve did not start listening (with a controller) within 30 s")
+        wait_until_serving(self.proc, self.port)
 
     def stop(self) -> str:
         self.proc.terminate()

@@ -23,7 +23,7 @@ from kafkasim.protocol.messages.metadata import MetadataRequest
 from kafkasim.protocol.messages.produce import ProduceRequest
 from kafkasim.records.batch import Record, build_batch
 from kafkasim.runtime.real.control_client import ControlClient, ControlError
-from tests.serve.conftest import free_port
+from tests.serve.conftest import free_port, wait_until_serving
 
 pytestmark = pytest.mark.real
 
@@ -46,7 +46,7 @@ class Controlled:
             assert self.proc.poll() is None, self.proc.stdout.read() if self.proc.stdout else ""
             try:
                 if self.control.nodes()["broker-0"]["up"]:
-                    socket.create_connection(("127.0.0.1", self.port), timeout=0.5).close()
+                    wait_until_serving(self.proc, self.port)
                     return
             except (ControlError, OSError):
                 pass

@@ -12,17 +12,15 @@ from __future__ import annotations
 
 import itertools
 import json
-import socket
 import subprocess
 import sys
-import time
 from pathlib import Path
 from typing import Any, Iterator
 
 import pytest
 
 from tests.serve.clients.driver import Driver, DriverError, create_topic, driver_missing
-from tests.serve.conftest import free_port
+from tests.serve.conftest import free_port, wait_until_serving
 
 pytestmark = pytest.mark.real
 
@@ -63,16 +61,7 @@ class SecureBroker:
         for k, v in configs.items():
             cmd += ["--config", f"{k}={v}"]
         self.proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, cwd=REPO)
-        deadline = time.monotonic() + 30
-        while time.monotonic() < deadline:
-            try:
-                socket.create_connection(("127.0.0.1", self.ports["PLAINTEXT"]), timeout=0.5).close()
-                return
-            except OSError:
-                if self.proc.poll() is not None:
-                    raise RuntimeError(f"kafkasim serve exited: {self.proc.stdout.read() if self.proc.stdout else ''}")
-                time.sleep(0.1)
-        raise RuntimeError("kafkasim serve did not start listening within 30 s")
+        wait_until_serving(self.proc, self.ports["PLAINTEXT"])
 
     def bootstrap(self, listener: str) -> str:
         return f"127.0.0.1:{self.ports[listener]}"
