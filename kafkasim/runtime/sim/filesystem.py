@@ -21,6 +21,7 @@ Power loss (`SimDisk.crash`) resolves each file with pending operations by one s
                     page touched by a pending write independently holds its new or its old bytes
   inode_first       the first k operations did, and the new size is durable but the blocks past
                     the old end are not: they read as zeros, garbage, or stale bytes of the file
+                    (bytes it held durably: what the page cache never wrote is on no block)
                     (the case Kafka's recovery exists for: a valid-looking tail of junk)
   dropped_truncate  every write did, each pending truncate was dropped with probability 1/2
 
@@ -448,7 +449,10 @@ class SimDisk:
             buf += self.rng.randbytes(n)
         elif fill == "stale":
             # Blocks that once held this file's own earlier bytes: well-formed but out of place.
-            src = f.read(0, f.size) or b"\x00"
+            # Earlier means durable: bytes still only in the page cache never reached a block
+            # (copying them made valid batches of the file's future, e.g. a whole later run of
+            # offsets, appear right after the kept prefix: txn-coordinator-failover seed 275).
+            src = bytes(f.durable[:f.durable_size]) or b"\x00"
             start = self.rng.randint(0, max(0, len(src) - 1)) // SECTOR_BYTES * SECTOR_BYTES
             src = src[start:] + src[:start]
             buf += (src * (n // len(src) + 1))[:n]
