@@ -28,7 +28,6 @@ from kafkasim.broker.controller.context import (
 )
 from kafkasim.broker.controller.election import ElectionResult, ElectionStrategy
 from kafkasim.broker.zk import zk_data as Z
-from kafkasim.broker.zk.kafka_zk_client import ControllerMovedException
 from kafkasim.runtime.api import BadVersionError
 
 if TYPE_CHECKING:
@@ -90,7 +89,13 @@ class PartitionStateMachine:
         try:
             result = await self._do_handle_state_changes(sorted(tps), target, strategy, allow_unclean)
             batch.send_requests_to_brokers(self.ctx.epoch)
-        except ControllerMovedException:
+        except Exception:
+            # Not only ControllerMoved: a ZooKeeper read that met an expired session raises here
+            # (Kafka's getTopicPartitionStatesRaw answers SESSIONEXPIRED per partition and the
+            # state change goes on), so the event aborts — and its half-collected requests must
+            # not stay for the next event's new_batch, which would refuse (seed 221 of
+            # kill-failover-swarm). Dropping them is a controller failing between its ZooKeeper
+            # write and the send, which the next controller's failover repairs.
             batch.clear()
             raise
         return result

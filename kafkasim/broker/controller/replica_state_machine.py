@@ -26,7 +26,6 @@ from kafkasim.broker.controller.context import (
     TopicPartition,
 )
 from kafkasim.broker.controller.partition_state_machine import leader_and_isr_from_state, state_json
-from kafkasim.broker.zk.kafka_zk_client import ControllerMovedException
 from kafkasim.runtime.api import BadVersionError
 
 if TYPE_CHECKING:
@@ -66,8 +65,8 @@ class ReplicaStateMachine:
             for broker_id, reps in sorted(by_broker.items()):
                 await self._do_handle_state_changes(broker_id, reps, target)
             batch.send_requests_to_brokers(self.ctx.epoch)
-        except ControllerMovedException:
-            batch.clear()
+        except Exception:
+            batch.clear()  # an aborted state change leaves no requests behind (partition_state_machine.py)
             raise
 
     async def _do_handle_state_changes(self, replica_id: int, replicas: list[PartitionAndReplica],
