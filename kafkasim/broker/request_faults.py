@@ -362,6 +362,11 @@ def _has_top_level_error(api_key: int) -> bool:
     return True
 
 
+def has_error_response(api_key: int) -> bool:
+    """Whether error_response can answer `api_key` (Kafka's getErrorResponse)."""
+    return api_key in _ERROR_RESPONSES or _has_top_level_error(api_key)
+
+
 def error_response(api_key: int, api_version: int, request: Any, code: int) -> Message:
     """A response of `api_key` at `api_version` that answers `request` with error `code`."""
     build = _ERROR_RESPONSES.get(api_key)
