@@ -346,7 +346,15 @@ class Partition:
             self.log.append_as_follower(records, headers)
             self.log.producer_state_manager.on_replicated_append(records, headers)
             if self.log.needs_flush():
+                followed = (self.leader_id, self.leader_epoch)
                 await self.log.flush()
+                if (self.leader_id, self.leader_epoch) != followed:
+                    # A LeaderAndIsr changed our role during the flush. In Kafka it cannot: the
+                    # fetcher appends and sets the high watermark under partitionMapLock, which
+                    # makeLeader/makeFollower's removeFetcherForPartitions waits for. The old
+                    # leader's high watermark no longer applies (as a new leader ours may already
+                    # be past it); the records are in, the new role's fetches/HW take over.
+                    return
         if leader_log_start_offset > self.log.log_start_offset:
             try:
                 self.log.delete_records(min(leader_log_start_offset, self.log.high_watermark))

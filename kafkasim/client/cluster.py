@@ -8,6 +8,7 @@ from kafkasim.client.connection import BrokerConnection
 from kafkasim.protocol import errors as E
 from kafkasim.protocol.messages.create_topics import CreateTopicsRequest
 from kafkasim.protocol.messages.metadata import MetadataRequest
+from kafkasim.protocol.primitives import ZERO_UUID
 from kafkasim.runtime.api import NetworkError, NodeRuntime, RuntimeTimeout
 
 
@@ -34,6 +35,7 @@ class ClientCluster:
         self.brokers: dict[int, tuple[str, int]] = {}
         self.leaders: dict[tuple[str, int], PartitionLeader] = {}
         self.partition_counts: dict[str, int] = {}
+        self.topic_ids: dict[str, bytes] = {}
         self.controller_id = -1
         self._conns: dict[tuple[str, int], BrokerConnection] = {}
 
@@ -73,9 +75,25 @@ class ClientCluster:
             if t.error_code != E.NONE:
                 continue
             self.partition_counts[t.name] = len(t.partitions)
+            new_topic = t.topic_id != ZERO_UUID and t.topic_id != self.topic_ids.get(t.name)
+            if t.topic_id != ZERO_UUID:
+                self.topic_ids[t.name] = t.topic_id
             for p in t.partitions:
-                self.leaders[(t.name, p.partition_index)] = PartitionLeader(p.leader_id, p.leader_epoch)
+                self._update_leader((t.name, p.partition_index), PartitionLeader(p.leader_id, p.leader_epoch),
+                                    new_topic)
         return errors
+
+    def _update_leader(self, tp: tuple[str, int], new: PartitionLeader, new_topic: bool) -> None:
+        """Kafka's Metadata.updateLatestMetadata: a partition's metadata with an older leader epoch
+        than the one already seen is ignored and the cached leader kept. A broker whose metadata
+        cache is behind (one cut off from the controller still names itself leader at its old
+        epoch) must not send the client to a deposed leader, where its position may be out of
+        range and auto.offset.reset would rewind it. A new topic id (the topic was recreated)
+        resets the epochs; an unknown epoch (-1) is taken as it is."""
+        known = self.leaders.get(tp)
+        if known is not None and not new_topic and 0 <= new.leader_epoch < known.leader_epoch:
+            return
+        self.leaders[tp] = new
 
     async def wait_for_topic(self, topic: str, attempts: int = 50, backoff_ms: float = 100) -> int:
         """Metadata until the topic has leaders (auto-creating it); returns its partition count."""

@@ -599,6 +599,28 @@ def test_make_leader_of_a_recovering_partition_marks_it_recovered() -> None:
     run(body)
 
 
+def test_a_role_change_during_a_follower_flush_keeps_the_new_leaders_hw() -> None:
+    """flush.messages=1: the follower's flush awaits the disk, and a LeaderAndIsr making it leader
+    lands meanwhile (crash-swarm power-loss-fsync-swarm seeds 97, 218). In Kafka the fetcher's
+    append and high-watermark update hold partitionMapLock, which makeLeader's
+    removeFetcherForPartitions waits for, so the old leader's high watermark can never be applied
+    to the new leader: here it must not lower the HW the new leader's followers already raised."""
+    async def body(h: Harness) -> None:
+        p = h.partition()
+        assert p.make_follower(PartitionState(1, 1, [1, 0], [0, 1], partition_epoch=1)) is True
+        buf = build_batch([Record(int(h.clock), b"k", b"v")] * 2, partition_leader_epoch=1)
+        append = p.rt.spawn(p.append_records_to_follower(buf, list(iter_batches(buf)), 0, 0), name="fetcher")
+        await p.rt.sleep(0)           # the fetcher appended and now awaits its flush
+        assert not append.done() and p.log_end_offset == 2
+        await h.lead(p, 2, [0, 1], [0, 1], 2)
+        h.fetch(p, 1, 2)              # the new follower has everything: the HW reaches the log end
+        assert p.high_watermark == 2
+        await append                  # the flush ends; the old leader's HW (0) no longer applies
+        assert p.is_leader and p.high_watermark == 2
+        check_hw_invariants(p)
+    run(body, LogConfig(flush_messages=1))
+
+
 # ==================================================================== OffsetForLeaderEpoch
 async def _leader_with_epochs(h: Harness) -> Partition:
     """Epoch 1 wrote offsets 0-2, epoch 3 offsets 3-4, epoch 5 (current) nothing yet: LEO 5."""
