@@ -10,7 +10,11 @@ briefly in the ISR without the data it had acknowledged).
                                of its (maximal) ISR that follows it in the same or an older
                                epoch — the high watermark is what the ISR has. Exempt: a
                                follower restarted after a power loss, until it has caught up to
-                               the leader's high watermark or left the ISR once. A deposed
+                               the leader's high watermark or left the ISR once; and one that
+                               truncated to a leader which had lost power (it inherits the loss),
+                               until it has caught up to a leader that had not, or left the ISR
+                               (seed 210: a stale ISR member with the old tail and high watermark
+                               may lead next). A deposed
                                leader is not judged: when the leader of a newer epoch is down,
                                one that missed its election (its ZooKeeper session expired) still
                                believes it leads with its old ISR, as Kafka allows.
@@ -58,10 +62,16 @@ class InvariantMonitor:
         self._power_lost: set[str] = set()
         self._suspect_since: dict[str, float] = {}              # node -> restart after a power loss
         self._cleared: dict[tuple[str, TopicPartition], float] = {}
+        # (follower, partition) -> when it truncated to a leader that had lost power since it last
+        # caught up: the follower's log is now as short as the leader's lost one.
+        self._inherited_loss: dict[tuple[str, TopicPartition], float] = {}
+        # ... and when it last caught up to the high watermark of a leader that had not lost power
+        # (a power-lost leader's high watermark is the short one), or left the ISR.
+        self._inherited_cleared: dict[tuple[str, TopicPartition], float] = {}
         self._handlers: dict[str, Callable[[str, dict[str, Any]], None]] = {
             "produce": self._on_produce, "become_leader": self._on_become_leader, "become_follower": self._on_role,
             "controller_elected": self._on_controller_elected, "node_crash": self._on_crash,
-            "node_restart": self._on_restart,
+            "node_restart": self._on_restart, "follower_truncated": self._on_truncated,
         }
 
     # ---------------------------------------------------------------- events
@@ -98,6 +108,15 @@ class InvariantMonitor:
     def _on_crash(self, node: str, f: dict[str, Any]) -> None:
         if f.get("mode") == "power":
             self._power_lost.add(node)
+
+    def _on_truncated(self, node: str, f: dict[str, Any]) -> None:
+        """A follower cut back to a leader whose log came back shorter from a power loss (it
+        restarted after one and has not caught up on this partition since) inherits the loss:
+        Kafka's truncation follows the leader, so the follower is as far below the high watermark
+        (which another ISR replica, untouched, may still hold) as the leader is."""
+        tp, leader = (f["topic"], f["partition"]), broker_node_name(f["leader"])
+        if self._lost_power_on(leader, tp):
+            self._inherited_loss[(node, tp)] = self.world.now_ms()
 
     def _on_restart(self, node: str, f: dict[str, Any]) -> None:
         if node in self._power_lost:
@@ -153,14 +172,23 @@ class InvariantMonitor:
             leo = replica.log.log_end_offset
             if leo >= hw:
                 self._cleared[(follower, tp)] = now
+                if not self._lost_power_on(name, tp):
+                    self._inherited_cleared[(follower, tp)] = now
             elif self._suspect_since.get(follower, -1.0) > self._cleared.get((follower, tp), -1.0):
                 continue  # lost its page cache to a power loss and has not caught up yet: Kafka allows it
+            elif self._inherited_loss.get((follower, tp), -1.0) > self._inherited_cleared.get((follower, tp), -1.0):
+                continue  # truncated to a leader that lost it, and not caught up since: Kafka allows it
             else:
                 self._violation("hw-above-isr-replica", (tp, name, p.leader_epoch, follower), node=name,
                                 topic=tp[0], partition=tp[1], leader_epoch=p.leader_epoch, high_watermark=hw,
                                 isr=list(p.maximal_isr), replica=follower, replica_log_end_offset=leo)
         for broker_id in self._out_of_isr(p):
             self._cleared[(broker_node_name(broker_id), tp)] = now
+            self._inherited_cleared[(broker_node_name(broker_id), tp)] = now
+
+    def _lost_power_on(self, name: str, tp: TopicPartition) -> bool:
+        """`name` restarted after a power loss and has not caught up on tp since (as a follower)."""
+        return self._suspect_since.get(name, -1.0) > self._cleared.get((name, tp), -1.0)
 
     @staticmethod
     def _out_of_isr(p: Any) -> list[int]:

@@ -114,6 +114,42 @@ def test_high_watermark_above_an_isr_follower_is_caught_unless_it_lost_power() -
     assert _count(m2, "hw-above-isr-replica") == 1
 
 
+def test_a_follower_truncated_to_a_power_lost_leader_inherits_its_exemption() -> None:
+    """power-loss-default-flush-swarm seed 210: broker-0 lost power (its tail 8-9 gone), restarted
+    and led again in the same epoch; broker-2 truncated 10 -> 8 to follow it; broker-1, which had
+    not fetched since, kept 8-9 and its high watermark 10 and became leader of epoch 15. Kafka
+    reaches that state, so broker-2 at 8 is excused — until it catches up to a leader that did not
+    lose power. A truncation to a leader that never lost power excuses nothing."""
+    m, world, p = _monitor(broker_0=FakePartition(14, True, high_watermark=8, leo=8),
+                           broker_1=FakePartition(14, False, high_watermark=10, leo=10),
+                           broker_2=FakePartition(14, False, leo=10))
+    m.on_event("broker-0", "node_crash", {"mode": "power"})
+    world.t = 5.0
+    m.on_event("broker-0", "node_restart", {})
+    world.t = 6.0
+    p["broker-2"].leo = 8
+    m.on_event("broker-2", "follower_truncated", {"topic": TP[0], "partition": TP[1], "leader": 0})
+    p["broker-1"].leo = 10
+    m.check_partition(TP)                 # broker-1 at 10 is above broker-0's HW 8: fine
+    world.t = 7.0
+    p["broker-0"].is_leader, p["broker-0"].leader_epoch = False, 15
+    p["broker-1"].is_leader, p["broker-1"].leader_epoch = True, 15
+    p["broker-2"].leader_epoch = 15
+    m.on_event("broker-1", "become_leader", {"topic": TP[0], "partition": TP[1], "leader_epoch": 15})
+    assert _count(m, "hw-above-isr-replica") == 0
+    p["broker-2"].leo, world.t = 10, 8.0  # caught up to a leader that kept its data ...
+    m.check_partition(TP)
+    p["broker-2"].leo, world.t = 9, 9.0   # ... so falling behind again is a violation
+    m.check_partition(TP)
+    assert _count(m, "hw-above-isr-replica") == 1
+    # No power loss: the same truncation excuses nothing.
+    m2, world2, p2 = _monitor(broker_0=FakePartition(3, True, high_watermark=10, leo=10),
+                              broker_1=FakePartition(3, False, leo=10), broker_2=FakePartition(3, False, leo=8))
+    m2.on_event("broker-2", "follower_truncated", {"topic": TP[0], "partition": TP[1], "leader": 0})
+    m2.check_partition(TP)
+    assert _count(m2, "hw-above-isr-replica") == 1
+
+
 def test_a_follower_already_in_a_newer_epoch_and_a_replica_out_of_the_isr_are_not_held_to_it() -> None:
     m, _, _ = _monitor(broker_0=FakePartition(3, True, high_watermark=10, leo=12, maximal_isr=[0, 1]),
                        broker_1=FakePartition(4, False, leo=2), broker_2=FakePartition(3, False, leo=0))
