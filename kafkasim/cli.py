@@ -666,7 +666,11 @@ def _interrupt(signum: int, _frame: FrameType | None) -> None:
 
 def _kill_descendants() -> None:
     """After an interrupt: no process this command started outlives it (PySpark's JVM, started
-    before Python could hold its handle, or a sweep worker past its SIGTERM)."""
+    before Python could hold its handle, or a sweep worker past its SIGTERM). multiprocessing's
+    resource tracker is spared: it exits by itself when this process does, unlinking the pool's
+    semaphores; killed, it leaks them, and this process's exit would start a new tracker (with the
+    terminal's stderr) only to be told to forget semaphores it never saw — KeyError tracebacks."""
+    spared = _resource_tracker_pid()
     children: dict[int, list[int]] = {}
     for entry in os.listdir("/proc") if os.path.isdir("/proc") else []:
         if not entry.isdigit():
@@ -683,10 +687,19 @@ def _kill_descendants() -> None:
             found.append(child)
             todo.append(child)
     for pid in found:
+        if pid == spared:
+            continue
         try:
             os.kill(pid, signal.SIGKILL)
         except OSError:
             pass
+
+
+def _resource_tracker_pid() -> int | None:
+    """The pid of the resource tracker this process started, if it started one."""
+    tracker = sys.modules.get("multiprocessing.resource_tracker")
+    pid = getattr(getattr(tracker, "_resource_tracker", None), "_pid", None)
+    return pid if isinstance(pid, int) else None
 
 
 def main(argv: list[str] | None = None) -> int:
