@@ -150,10 +150,11 @@ class AlterPartitionManager:
             self.rt.trace("alter_partition_failed", error=resp.error_code, controller=controller.broker_id)
             return False
         names = {tid: t for t, tid in ids.items()}
+        unanswered = dict(live)
         for topic in resp.topics:
             name = names.get(topic.topic_id, topic.topic_name)
             for r in topic.partitions:
-                item = live.get((name, r.partition_index))
+                item = unanswered.pop((name, r.partition_index), None)
                 if item is None:
                     continue
                 p = item[0]
@@ -161,6 +162,12 @@ class AlterPartitionManager:
                               isr=list(r.isr), leader_epoch=r.leader_epoch, partition_epoch=r.partition_epoch)
                 p.on_alter_partition_response(r.error_code, r.leader_epoch, list(r.isr), r.partition_epoch,
                                               r.leader_recovery_state)
+        # A partition sent but not in the answer (e.g. under a topic id the controller no longer
+        # knew: zeros) is sent again, as Kafka's DefaultAlterPartitionManager keeps it in
+        # unsentIsrUpdates; dropping it would leave its Partition pending for good.
+        for tp, item in unanswered.items():
+            self.rt.trace("alter_partition_unanswered", topic=tp[0], partition=tp[1], controller=controller.broker_id)
+            self.unsent.setdefault(tp, item)  # a newer proposal submitted meanwhile wins
         return True
 
     async def _write_zookeeper(self, live: dict[TopicPartition, tuple[Partition, list[int], int]],

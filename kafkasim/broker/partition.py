@@ -179,6 +179,10 @@ class DelayedOperations:
 
     def check_and_complete_all(self) -> None:
         self.purgatory.check_and_complete(self.key)
+# The AlterPartition answers after which Kafka's Partition.handleAlterPartitionError keeps the
+# pending state and waits for the controller's LeaderAndIsr instead of retrying.
+_ALTER_PARTITION_GIVE_UP = frozenset({E.UNKNOWN_TOPIC_OR_PARTITION, E.FENCED_LEADER_EPOCH,
+                                      E.INVALID_UPDATE_VERSION, E.INVALID_REQUEST, E.NEW_LEADER_ELECTED})
 # Sends a proposed ISR to the controller: (partition, proposed ISR, leader recovery state).
 AlterPartitionSubmitter = Callable[["Partition", list[int], int], None]
 
@@ -348,12 +352,13 @@ class Partition:
             if self.log.needs_flush():
                 followed = (self.leader_id, self.leader_epoch)
                 await self.log.flush()
-                if (self.leader_id, self.leader_epoch) != followed:
+                if self.is_leader or (self.leader_id, self.leader_epoch) != followed:
                     # A LeaderAndIsr changed our role during the flush. In Kafka it cannot: the
                     # fetcher appends and sets the high watermark under partitionMapLock, which
                     # makeLeader/makeFollower's removeFetcherForPartitions waits for. The old
                     # leader's high watermark no longer applies (as a new leader ours may already
-                    # be past it); the records are in, the new role's fetches/HW take over.
+                    # be past it); the records are in, the new role's fetches/HW take over. A leader
+                    # never takes a high watermark from a fetch, whenever its role changed.
                     return
         if leader_log_start_offset > self.log.log_start_offset:
             try:
@@ -466,7 +471,13 @@ class Partition:
             self.try_complete_delayed_requests()
         elif error in (E.INELIGIBLE_REPLICA, E.OPERATION_NOT_ATTEMPTED):
             self.pending = None  # the controller says it was not applied: back to the committed ISR
-        # UNKNOWN_TOPIC_OR_PARTITION, FENCED_LEADER_EPOCH, INVALID_UPDATE_VERSION: keep the
+        elif error not in _ALTER_PARTITION_GIVE_UP and self.alter_partition is not None:
+            # Anything else (UNKNOWN_SERVER_ERROR from a controller whose ZooKeeper write failed,
+            # NOT_CONTROLLER for one partition) says nothing about what the controller holds:
+            # send the same proposal again, as Kafka's Partition.handleAlterPartitionError does
+            # (`case _ => ... Retrying`). Waiting instead would block every later ISR change.
+            self.alter_partition(self, self.pending.isr, self.pending.leader_recovery_state)
+        # UNKNOWN_TOPIC_OR_PARTITION, FENCED_LEADER_EPOCH, INVALID_UPDATE_VERSION, ...: keep the
         # pending state until the LeaderAndIsr the controller will send (Kafka does the same).
 
     # ---------------------------------------------------------------- reads

@@ -889,6 +889,11 @@ class Log:
             active.truncate_to(target_offset)
             active.resize_indexes(self.config.segment_index_bytes)
             self.log_end_offset = target_offset
+            if self._high_watermark is not None and self._high_watermark > target_offset:
+                # UnifiedLog.truncateTo lowers the high watermark to the new end. Reads cap it at
+                # the log end anyway, but a stored 83 over a log cut to 82 would come back as
+                # this replica's high watermark once it leads and appends again, above its ISR.
+                self._high_watermark = target_offset
             self.recovery_point = min(self.recovery_point, target_offset)
             self._cap_flushes(target_offset)
             self.leader_epoch_cache.truncate_from_end(target_offset)

@@ -470,7 +470,7 @@ def test_a_rejected_change_goes_back_to_the_committed_state(error: int) -> None:
 
 
 @pytest.mark.parametrize("error", [E.FENCED_LEADER_EPOCH, E.INVALID_UPDATE_VERSION, E.UNKNOWN_TOPIC_OR_PARTITION,
-                                   E.INVALID_REQUEST])
+                                   E.INVALID_REQUEST, E.NEW_LEADER_ELECTED])
 def test_a_failed_change_stays_pending_until_new_metadata(error: int) -> None:
     async def body(h: Harness) -> None:
         p = await _pending_expansion(h)
@@ -485,14 +485,15 @@ def test_a_failed_change_stays_pending_until_new_metadata(error: int) -> None:
     run(body)
 
 
-@pytest.mark.xfail(strict=True, reason="Kafka 3.9 handleAlterPartitionError retries (resubmits the same "
-                   "AlterPartition) on an unexpected per-partition error such as UNKNOWN_SERVER_ERROR; kafkasim "
-                   "neither resubmits nor clears the pending change, so ISR changes stop until a LeaderAndIsr")
-def test_an_unexpected_error_resubmits_the_change() -> None:
+@pytest.mark.parametrize("error", [E.UNKNOWN_SERVER_ERROR, E.NOT_CONTROLLER])
+def test_an_unexpected_error_resubmits_the_change(error: int) -> None:
+    """Kafka 3.9 handleAlterPartitionError: anything but the give-up errors is retried (the same
+    proposal again), else ISR changes would stop until a LeaderAndIsr."""
     async def body(h: Harness) -> None:
         p = await _pending_expansion(h)
-        p.on_alter_partition_response(E.UNKNOWN_SERVER_ERROR, -1, [], -1, LEADER_RECOVERY_RECOVERED)
+        p.on_alter_partition_response(error, -1, [], -1, LEADER_RECOVERY_RECOVERED)
         assert h.proposals == [([0, 1, 2], LEADER_RECOVERY_RECOVERED)] * 2
+        assert p.pending is not None and sorted(p.maximal_isr) == [0, 1, 2]
     run(body)
 
 
@@ -738,3 +739,27 @@ def test_a_follower_keeps_the_leaders_stamped_batch() -> None:
         assert p.log.read(0, 1 << 20) == bytes(stamped)
         assert p.log.offset_for_timestamp(42) == (0, 42)
     run(body, LOG_APPEND_TIME_TOPIC)
+
+
+# ==================================================================== follower appends
+def _follower_batch(offset: int, epoch: int) -> tuple[bytes, list[tuple[int, BatchHeader]]]:
+    buf = build_batch([Record(0, b"k", b"v")], base_offset=offset, partition_leader_epoch=epoch)
+    return bytes(buf), list(iter_batches(buf))
+
+
+def test_a_follower_append_that_became_leader_while_flushing_leaves_the_high_watermark_alone() -> None:
+    """power-loss-fsync-swarm seeds 97, 218: a follower append waited on its flush (flush.messages
+    1) while a LeaderAndIsr made the replica leader; the append then applied the old leader's
+    high watermark (lower) to the new leader's, moving it back. Kafka's makeLeader removes the
+    fetcher first, which waits out the fetcher's partition processing: the two never interleave."""
+    async def body(h: Harness) -> None:
+        p = h.partition()
+        p.make_follower(PartitionState(1, 1, [1, 0], [0, 1], partition_epoch=1))
+        for offset in range(2):
+            await p.append_records_to_follower(*_follower_batch(offset, 1), 2, 0)
+        assert p.high_watermark == 2
+        task = h.log.rt.spawn(p.append_records_to_follower(*_follower_batch(2, 1), 1, 0))
+        await h.lead(p, 2, [0, 1], [0, 1], 2)   # while the append's flush waits
+        await task
+        assert p.is_leader and p.high_watermark >= 2
+    run(body, LogConfig(flush_messages=1))

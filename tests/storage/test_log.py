@@ -207,6 +207,24 @@ def test_truncate_to_drops_the_tail_and_later_segments(tmp_path: Path) -> None:
     assert after == list(range(12)) and leo == 13 and rp == 12 and set(problems) == {""}
 
 
+def test_truncate_to_lowers_the_high_watermark_to_the_new_end(tmp_path: Path) -> None:
+    """UnifiedLog.truncateTo: a high watermark above the truncation target becomes the new log
+    end. power-loss-default-flush-swarm seed 126: a follower at HW 83 cut to 82 kept 83, and once
+    it led and appended, its high watermark read 83 with its whole ISR at 82."""
+    async def body(node: NodeRuntime) -> Any:
+        log = await Log.load(node, "t-0", SMALL)
+        for i in range(6):
+            append(log, i)
+        log.update_high_watermark(5)
+        await log.truncate_to(4)
+        after_truncate = log.high_watermark
+        append(log, 98)
+        append(log, 99)
+        return after_truncate, log.high_watermark, log.log_end_offset
+
+    assert run_real(tmp_path, body) == (4, 4, 6)
+
+
 def test_a_follower_append_assigns_every_batch_epoch_as_kafka(tmp_path: Path) -> None:
     """Issue 18 (bit-rot seed 24): a batch whose partition leader epoch was bit-flipped on the
     leader's disk (a field the CRC does not cover) reaches the follower's epoch cache, as in
