@@ -228,13 +228,15 @@ class ReplicaFetcherThread:
 
     async def _truncate_to(self, tp: TopicPartition, p: Partition, offset: int, why: str) -> None:
         before = p.log.log_end_offset
-        if offset >= before:
-            return
         try:
+            # Even at or past the log end: the log then drops epochs that start there
+            # (UnifiedLog.truncateTo), as Kafka's fetcher always calls it.
             await self.rm.truncate_partition(p, offset)
         except KafkaStorageError:
             self.rm.on_storage_error()
             self.partitions.pop(tp, None)
+            return
+        if offset >= before:
             return
         self.rt.trace("follower_truncated", topic=tp[0], partition=tp[1], from_offset=before, to_offset=offset,
                       leader=self.leader.broker_id, reason=why)
@@ -265,7 +267,7 @@ class ReplicaFetcherThread:
             sent[tp] = st.fetch_offset
             by_topic.setdefault(tp[0], []).append(F.FetchPartition(
                 partition=tp[1], current_leader_epoch=st.current_leader_epoch, fetch_offset=st.fetch_offset,
-                last_fetched_epoch=-1, log_start_offset=p.log.log_start_offset,
+                last_fetched_epoch=self._last_fetched_epoch(p), log_start_offset=p.log.log_start_offset,
                 partition_max_bytes=1 if self.rt.buggify("replica_fetcher.tiny_fetch")  # replica.fetch.max.bytes=1
                 else cfg.replica_fetch_max_bytes))
         if not sent:
@@ -286,13 +288,30 @@ class ReplicaFetcherThread:
                     continue  # removed or reset while the fetch was in flight
                 await self._process_partition_data(tp, current, pd)
 
+    def _last_fetched_epoch(self, p: Partition) -> int:
+        """Fetch v12's last_fetched_epoch: the epoch of the follower's last batch (its epoch cache's
+        latest), so that the leader answers a diverging epoch instead of records when this log
+        no longer matches its own (AbstractFetcherThread with isTruncationOnFetchSupported)."""
+        if self.rt.seeded_bug("skip-follower-truncation"):
+            return UNDEFINED_EPOCH  # seeded bug: never learn of a divergence
+        return p.log.leader_epoch_cache.latest_epoch
+
     async def _process_partition_data(self, tp: TopicPartition, st: PartitionFetchState, pd: Any) -> None:
         p = self._partition(tp)
         if p is None or p.leader_epoch != st.current_leader_epoch:
             self.partitions.pop(tp, None)
             return
         code = pd.error_code
-        if code == E.NONE:
+        if code == E.NONE and pd.diverging_epoch.epoch >= 0:
+            # Truncation on fetch (KIP-595; AbstractFetcherThread.truncateOnFetchResponse): no
+            # records, truncate as an OffsetForLeaderEpoch answer would have us, fetch on from
+            # the new log end (its latest epoch asks again if this was an intermediate step).
+            # What it catches: a leader that lost its tail and came back leading the same epoch
+            # (no LeaderAndIsr tells its followers to truncate).
+            div = pd.diverging_epoch
+            await self._on_epoch_end_offset(tp, self._last_fetched_epoch(p), E.NONE, div.epoch, div.end_offset)
+            self._fetching_from(tp, p.log.log_end_offset)
+        elif code == E.NONE:
             await self._append(tp, p, st, pd)
         elif code == E.OFFSET_OUT_OF_RANGE:
             await self._handle_out_of_range(tp, p, st)

@@ -877,6 +877,12 @@ class Log:
             if target_offset < 0:
                 raise ValueError(f"Cannot truncate to a negative offset ({target_offset})")
             if target_offset >= self.log_end_offset:
+                # Kafka always cuts the epoch cache at the log end: a replica that became leader
+                # and assigned its epoch's start but appended nothing keeps an entry no other
+                # replica knows, and a follower fetching with it as last_fetched_epoch would be
+                # told it diverged at every fetch. Kafka flushes this asynchronously; here it is
+                # left dirty for the next checkpoint write (a reload drops such entries anyway).
+                self.leader_epoch_cache.truncate_from_end(self.log_end_offset)
                 return False
             if self._segments[0].base_offset > target_offset:
                 await self.truncate_fully_and_start_at(target_offset)

@@ -225,6 +225,28 @@ def test_truncate_to_lowers_the_high_watermark_to_the_new_end(tmp_path: Path) ->
     assert run_real(tmp_path, body) == (4, 4, 6)
 
 
+def test_truncate_to_at_the_log_end_still_drops_an_epoch_that_starts_there(tmp_path: Path) -> None:
+    """power-loss-default-flush-swarm seed 210: a replica that became leader of epoch 2 at its
+    log end and appended nothing keeps (2, end) in its epoch cache; no other replica knows epoch
+    2, so fetching with it as last_fetched_epoch is answered "diverged" at every fetch unless the
+    no-op truncation drops it (UnifiedLog.truncateTo cuts the cache at the log end even when
+    there is nothing to truncate)."""
+    async def body(node: NodeRuntime) -> Any:
+        log = await Log.load(node, "t-0", SMALL)
+        for i in range(3):
+            append(log, i, epoch=0)
+        await log.maybe_assign_epoch_start_offset(2, log.log_end_offset)
+        before = list(log.leader_epoch_cache.entries)
+        truncated = await log.truncate_to(3)
+        after = list(log.leader_epoch_cache.entries)
+        log.close()
+        return before, truncated, after, log.log_end_offset
+
+    before, truncated, after, leo = run_real(tmp_path, body)
+    assert before == [(0, 0), (2, 3)]
+    assert (truncated, after, leo) == (False, [(0, 0)], 3)
+
+
 def test_a_follower_append_assigns_every_batch_epoch_as_kafka(tmp_path: Path) -> None:
     """Issue 18 (bit-rot seed 24): a batch whose partition leader epoch was bit-flipped on the
     leader's disk (a field the CRC does not cover) reaches the follower's epoch cache, as in

@@ -1,0 +1,128 @@
+"""power-loss-default-flush-swarm seed 210 (scenarios/regressions/power-loss-default-flush-swarm-
+seed-210.toml): the leader of events-2 lost power with its tail unflushed and came back leading
+the *same* epoch (the new controller saw it registered again before it learned it had gone), so
+no LeaderAndIsr told its followers to truncate. A follower that was fetching kept fetching from
+its own log end; once the leader had refilled the lost offsets in its epoch, it took the new
+records after its old ones and the replicas diverged below the high watermark. Kafka 3.9's
+follower sends last_fetched_epoch with every fetch (truncation on fetch, IBP >= 2.7) and the
+leader answers a diverging epoch instead of records: the follower truncates there."""
+
+from __future__ import annotations
+
+import io
+from types import SimpleNamespace
+from typing import Any
+
+import pytest
+
+from kafkasim.broker.config import ReplicationConfig
+from kafkasim.broker.replica_fetcher import PartitionFetchState, ReplicaFetcherThread
+from kafkasim.broker.zk.zk_data import BrokerInfo
+from kafkasim.protocol.messages.fetch import FetchResponse
+from kafkasim.records.batch import Record, build_batch, iter_batches
+from kafkasim.runtime.sim.world import SimWorld
+from kafkasim.storage.log import Log, LogConfig
+
+pytestmark = pytest.mark.sim
+
+TP = ("events", 2)
+PD = FetchResponse.FetchableTopicResponse.PartitionData
+
+
+class OneAnswerClient:
+    """The leader's side of one Fetch: records what was asked, answers `answer`."""
+
+    def __init__(self, answer: Any) -> None:
+        self.answer = answer
+        self.asked: list[Any] = []
+        self.closed = False
+
+    async def send(self, req: Any, version: int, timeout_ms: float) -> Any:
+        self.asked.append(req)
+        return self.answer
+
+
+def _fetcher(rt: Any, log: Log, client: OneAnswerClient, leader_epoch: int) -> tuple[ReplicaFetcherThread, Any]:
+    appended: list[bytes] = []
+
+    async def append_records_to_follower(data: bytes, *_: Any) -> None:
+        appended.append(data)
+
+    async def truncate_partition(p: Any, offset: int) -> None:
+        await p.log.truncate_to(offset)
+
+    partition = SimpleNamespace(log=log, leader_epoch=leader_epoch, offline=False, high_watermark=0,
+                                appended=appended, append_records_to_follower=append_records_to_follower)
+    rm = SimpleNamespace(rt=rt, replication=ReplicationConfig(), broker_id=1, inter_broker_security=None,
+                         get_partition=lambda *_: partition, truncate_partition=truncate_partition)
+    thread = ReplicaFetcherThread(SimpleNamespace(rm=rm), BrokerInfo(0, "broker-0", 9092, None))  # type: ignore[arg-type]
+    thread.client = client  # type: ignore[assignment]
+    thread.partitions[TP] = PartitionFetchState(b"\0" * 16, log.log_end_offset, leader_epoch, truncating=False)
+    return thread, partition
+
+
+def _append(log: Log, epoch: int, n: int) -> None:
+    buf = bytearray(build_batch([Record(1000, None, b"v%d" % i) for i in range(n)]))
+    log.append_as_leader(buf, list(iter_batches(buf, validate=True)), leader_epoch=epoch)
+
+
+def _run(world: SimWorld, rt: Any, body: Any) -> Any:
+    out: list[Any] = []
+
+    async def main() -> None:
+        try:
+            out.append(await body())
+        except Exception as exc:  # the test's failure, reported below rather than lost in the task
+            out.append(exc)
+
+    task = rt.spawn(main(), name="main")
+    while not task.done() and world.now_ms() < 10_000:
+        world.run(world.now_ms() + 100.0)
+    assert out, "the body did not finish"
+    if isinstance(out[0], Exception):
+        raise out[0]
+    return out[0]
+
+
+def test_a_follower_fetching_past_a_leader_that_lost_its_tail_truncates_on_the_diverging_epoch() -> None:
+    world = SimWorld(1, trace_out=io.StringIO())
+    rt = world.add_node("broker-1").runtime
+    # The leader restarted with offsets 0-1 of epoch 9 and leads epoch 11 from 2 (its cache
+    # (9, 0), (11, 2)); it answers the follower's epoch 9 with where 9 ends there: 2.
+    answer = FetchResponse(responses=[FetchResponse.FetchableTopicResponse(topic=TP[0], partitions=[
+        PD(partition_index=TP[1], error_code=0, high_watermark=2, log_start_offset=0,
+           diverging_epoch=PD.EpochEndOffset(epoch=9, end_offset=2), records=b"")])])
+    client = OneAnswerClient(answer)
+
+    async def body() -> Any:
+        log = await Log.load(rt, "events-2", LogConfig())
+        _append(log, 9, 2)
+        _append(log, 9, 2)   # offsets 2-3 of epoch 9: what the leader lost
+        thread, partition = _fetcher(rt, log, client, leader_epoch=11)
+        await thread._fetch([TP])
+        sent = client.asked[0].topics[0].partitions[0]
+        return (sent.fetch_offset, sent.last_fetched_epoch, log.log_end_offset, log.leader_epoch_cache.entries,
+                partition.appended, thread.partitions[TP].fetch_offset, thread.partitions[TP].truncating)
+
+    fetch_offset, last_fetched_epoch, leo, epochs, appended, next_offset, truncating = _run(world, rt, body)
+    assert (fetch_offset, last_fetched_epoch) == (4, 9)
+    assert (leo, epochs) == (2, [(9, 0)])       # cut where epoch 9 ends on the leader
+    assert appended == [] and (next_offset, truncating) == (2, False)   # no records taken; fetch on from 2
+
+
+def test_without_a_diverging_epoch_the_records_are_appended() -> None:
+    world = SimWorld(1, trace_out=io.StringIO())
+    rt = world.add_node("broker-1").runtime
+    answer = FetchResponse(responses=[FetchResponse.FetchableTopicResponse(topic=TP[0], partitions=[
+        PD(partition_index=TP[1], error_code=0, high_watermark=2, log_start_offset=0, records=b"")])])
+    client = OneAnswerClient(answer)
+
+    async def body() -> Any:
+        log = await Log.load(rt, "events-2", LogConfig())
+        _append(log, 9, 2)
+        thread, partition = _fetcher(rt, log, client, leader_epoch=11)
+        await thread._fetch([TP])
+        return log.log_end_offset, partition.appended
+
+    leo, appended = _run(world, rt, body)
+    assert leo == 2 and appended == [b""]
