@@ -9,6 +9,7 @@ from typing import Any
 
 from kafkasim.cluster.sim_cluster import SimCluster
 from kafkasim.harness.checkers import Anomaly, CheckResult
+from kafkasim.harness.godseye import TopicPartition
 from kafkasim.harness.liveness import LOST_KINDS, PROBE_NODE, REQUEST_TIMEOUT_MS, Probe, ProbeSpec, Required, run_probe
 from kafkasim.harness.scenario import Scenario
 from kafkasim.harness.workload import History
@@ -73,8 +74,11 @@ def required_records(history: History, topic: str, results: list[CheckResult], e
 
 
 def run_liveness_phase(world: SimWorld, cluster: SimCluster, faults: Owner, spec: ProbeSpec,
-                       step: Callable[[], None] = lambda: None) -> tuple[CheckResult, dict[str, Any]]:
-    """Heal, probe until converged or `spec.deadline_ms`; the check and run.json's `liveness_phase`."""
+                       step: Callable[[], None] = lambda: None, flipped: set[TopicPartition] | None = None
+                       ) -> tuple[list[CheckResult], dict[str, Any]]:
+    """Heal, probe until converged or `spec.deadline_ms`; the checks (liveness first, then
+    leader-epoch-flip-stall when it did not converge) and run.json's `liveness_phase`.
+    `flipped`: the partitions whose log some disk flipped bits in."""
     start = world.now_ms()
     healed = heal_all(world, cluster, faults)
     probe = Probe(spec)
@@ -92,11 +96,65 @@ def run_liveness_phase(world: SimWorld, cluster: SimCluster, faults: Owner, spec
                "converged_after_ms": round(probe.converged_ms - start, 3) if probe.converged_ms else None,
                "required_records": len(spec.records), "excused_records": spec.excused, "groups": sorted(spec.groups)}
     if converged:
-        return CheckResult("liveness", []), summary
+        return [CheckResult("liveness", [])], summary
     problems = probe.problems or [{"what": "probe", "error": "the probe did not finish a round"}]
-    return CheckResult("liveness", [Anomaly("liveness", {
+    stalls, problems = split_epoch_flip_stalls(cluster, problems, flipped or set())
+    stalled = CheckResult("leader-epoch-flip-stall", stalls)
+    if not problems:
+        return [CheckResult("liveness", []), stalled], summary
+    return [CheckResult("liveness", [Anomaly("liveness", {
         "reason": "the healed cluster did not converge within heal.liveness_ms", "deadline_ms": spec.deadline_ms,
-        "stuck": problems[:20], "stuck_count": len(problems)})]), summary
+        "stuck": problems[:20], "stuck_count": len(problems)})]), stalled], summary
+
+
+# A leader epoch bit flipped on disk (not CRC-covered) that a follower took into its epoch cache
+# (godseye's leader-epoch-bit-flip) stalls that follower for good in Kafka 3.9 as well: it fetches
+# with that epoch as last_fetched_epoch, the leader's LeaderEpochFileCache.endOffsetFor answers
+# UNDEFINED for an epoch above its latest, Partition.readRecords turns that into
+# OFFSET_OUT_OF_RANGE, and the fetcher's fetchOffsetAndTruncate keeps a log end at or below the
+# leader's and fetches again — never back in the ISR. Corruption that propagated, not a
+# replication bug: named on its own, so a scenario with disk bit flips can expect it.
+def split_epoch_flip_stalls(cluster: SimCluster, problems: list[dict[str, Any]], flipped: set[TopicPartition]
+                            ) -> tuple[list[Anomaly], list[dict[str, Any]]]:
+    """The stuck-ISR problems every missing replica of which is stalled by a flipped epoch, as
+    anomalies; and the other problems."""
+    stalls, rest = [], []
+    for problem in problems:
+        stalled = _epoch_flip_stalled(cluster, problem, flipped)
+        if stalled:
+            stalls.append(Anomaly("leader-epoch-flip-stall", {**problem, "stalled": stalled}))
+        else:
+            rest.append(problem)
+    return stalls, rest
+
+
+def _epoch_flip_stalled(cluster: SimCluster, problem: dict[str, Any],
+                        flipped: set[TopicPartition]) -> list[dict[str, Any]]:
+    """For an "isr" problem on a bit-flipped partition: each missing replica's epoch above the
+    leader's latest (all of them, or none: a replica missing for another reason keeps it a
+    liveness failure)."""
+    if problem.get("what") != "isr":
+        return []
+    topic, _, index = str(problem["partition"]).rpartition("-")
+    tp = (topic, int(index))
+    leader_name = cluster.leader_of(*tp)
+    if tp not in flipped or leader_name is None:
+        return []
+    leader_rm = cluster.replica_manager(leader_name)
+    leader = leader_rm.get_partition(*tp) if leader_rm is not None else None
+    if leader is None:
+        return []
+    leader_epoch = leader.log.leader_epoch_cache.latest_epoch
+    names = {s.config.broker_id: n for n, s in cluster.live_servers()}
+    out = []
+    for broker_id in problem.get("missing", []):
+        rm = cluster.replica_manager(names.get(broker_id, ""))
+        replica = rm.get_partition(*tp) if rm is not None else None
+        epoch = replica.log.leader_epoch_cache.latest_epoch if replica is not None else -1
+        if epoch <= leader_epoch:
+            return []
+        out.append({"replica": broker_id, "replica_latest_epoch": epoch, "leader_latest_epoch": leader_epoch})
+    return out
 
 
 def _hole_offsets(topic: str, results: list[CheckResult],
@@ -125,12 +183,13 @@ def probe_spec(scenario: Scenario, history: History, results: list[CheckResult],
 
 
 def liveness_phase(world: SimWorld, cluster: SimCluster, faults: Owner, scenario: Scenario, completed: bool,
-                   spec: ProbeSpec, step: Callable[[], None]) -> tuple[CheckResult | None, dict[str, Any]]:
+                   spec: ProbeSpec, step: Callable[[], None], flipped: set[TopicPartition]
+                   ) -> tuple[list[CheckResult], dict[str, Any]]:
     """The runner's hook: the phase, unless the workload did not finish (the workload's own
     liveness check fails then) or the scenario turns it off (`[heal] liveness = false`)."""
     if not scenario.liveness_phase:
-        return None, {"skipped": scenario.liveness_skip_reason}
+        return [], {"skipped": scenario.liveness_skip_reason}
     if not completed:
-        return None, {"skipped": "the workload did not finish (the liveness check says so)"}
+        return [], {"skipped": "the workload did not finish (the liveness check says so)"}
     spec.deadline_ms = world.now_ms() + scenario.liveness_ms
-    return run_liveness_phase(world, cluster, faults, spec, step)
+    return run_liveness_phase(world, cluster, faults, spec, step, flipped)

@@ -205,7 +205,7 @@ def run_scenario(scenario: Scenario, seed: int, out_dir: str | None = None,
         # The histories are final and checked: heal everything and require convergence.
         phase, phase_summary = liveness_phase(world, cluster, fault_owner, scenario, completed,
                                               probe_spec(scenario, history, results, last_fault_ms,
-                                                         eyes.bit_flips.holes), eyes.step)
+                                                         eyes.bit_flips.holes), eyes.step, flipped)
     wall = wall_seconds() - wall_start
     run = _run_json(scenario, seed, world, history, results, completed, wall, deadline, phase)
     run["liveness_phase"] = phase_summary
@@ -251,7 +251,7 @@ def _percentiles(values: list[float]) -> dict[str, float] | None:
 
 
 def _run_json(scenario: Scenario, seed: int, world: SimWorld, history: History, results: list[CheckResult],
-              completed: bool, wall_s: float, deadline_ms: float, phase: CheckResult | None) -> dict[str, Any]:
+              completed: bool, wall_s: float, deadline_ms: float, phase: list[CheckResult]) -> dict[str, Any]:
     # A task that died of an exception nobody handled is a bug in the node's code.
     extra = [CheckResult("task-error", [Anomaly("task-error", {"node": o, "task": t, "error": e})
                                         for o, t, e in world.failures])] + invariant_results(world)
@@ -259,9 +259,9 @@ def _run_json(scenario: Scenario, seed: int, world: SimWorld, history: History, 
         "reason": "the workload did not finish by the deadline (last fault + heal.liveness_ms, capped by "
                   "scenario.duration_ms)", "deadline_ms": deadline_ms,
         "acked": len(history.acked()), "unresolved_sends": sum(1 for s in history.sends if s.ok is None)})])
-    liveness = phase if completed and phase is not None else liveness
+    after = phase if completed and phase else [liveness]  # the liveness phase's checks, liveness first
     checks, anomalies = [], []
-    for r in results + extra + [liveness]:
+    for r in results + extra + after:
         expected = r.name in scenario.expected
         checks.append({"name": r.name, "ok": not r.anomalies, "violations": len(r.anomalies), "expected": expected})
         anomalies += [{"kind": a.kind, "expected": expected, "detail": a.detail} for a in r.anomalies[:100]]

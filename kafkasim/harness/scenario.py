@@ -21,7 +21,8 @@ ANOMALY_KINDS = ("lost-write", "duplicate", "reorder", "inconsistent-offsets", "
                  "isr-behind-high-watermark", "two-owners", "committed-offset-regression",
                  "recovered-not-prefix", "unwritten-bytes", "hw-above-isr-replica", "hw-regression",
                  "leader-epoch-regression", "controller-epoch-regression", "two-leaders-one-epoch",
-                 "leader-epoch-bit-flip", "corrupt-offset-delivered", "corrupt-offset-propagated",
+                 "leader-epoch-bit-flip", "leader-epoch-flip-stall", "corrupt-offset-delivered",
+                 "corrupt-offset-propagated",
                  "aborted-read", "uncommitted-read", "torn-transaction", "lost-committed-write", "unseen-committed",
                  "eos-duplicate", "eos-missing", "eos-offsets", "g1c", "lso-above-high-watermark",
                  "transaction-past-timeout", "missing-marker")

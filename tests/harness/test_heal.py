@@ -175,3 +175,25 @@ def test_turning_the_phase_off_needs_a_reason(tmp_path: Path) -> None:
     s = scenario_from_text("x.toml", BASE + "[heal]\nliveness = false\nreason = \"disk full forever\"\n")
     run = run_scenario(s, 1, str(tmp_path / "run")).run
     assert run["liveness_phase"] == {"skipped": "disk full forever"} and run["verdict"] == "pass"
+
+
+REGRESSIONS = Path(__file__).resolve().parents[2] / "scenarios" / "regressions"
+
+
+def test_a_follower_stalled_by_a_flipped_epoch_is_named_and_the_rest_must_still_converge(tmp_path: Path) -> None:
+    """bit-rot seed 24: a leader epoch bit flipped on broker-1's disk (8192 for 0) reached
+    broker-0's epoch cache; the leader answers its fetches OFFSET_OUT_OF_RANGE for good (as Kafka
+    3.9's readRecords does), so events-0's ISR never regains it. That is leader-epoch-flip-stall,
+    with the epochs that prove it; expected in this scenario, and a liveness failure without the
+    expectation."""
+    path = REGRESSIONS / "bit-rot-seed-24.toml"
+    text = path.read_text()
+    run = run_scenario(scenario_from_text(str(path), text), 24, str(tmp_path / "a")).run
+    [stall] = [a for a in run["anomalies"] if a["kind"] == "leader-epoch-flip-stall"]
+    assert stall["expected"] and stall["detail"]["partition"] == "events-0"
+    [(replica)] = stall["detail"]["stalled"]
+    assert replica["replica_latest_epoch"] > replica["leader_latest_epoch"] and replica["replica"] == 0
+    assert run["verdict"] == "pass" and not [a for a in run["anomalies"] if a["kind"] == "liveness"]
+    unexpected = text.replace('"leader-epoch-flip-stall"', '"liveness"')  # same run, the stall not expected
+    again = run_scenario(scenario_from_text(str(path), unexpected), 24, str(tmp_path / "b")).run
+    assert again["verdict"] == "fail" and again["trace_hash"] == run["trace_hash"]
