@@ -38,6 +38,7 @@ class ClientCluster:
         self.topic_ids: dict[str, bytes] = {}
         self.controller_id = -1
         self._conns: dict[tuple[str, int], BrokerConnection] = {}
+        self._starting: tuple[str, int] | None = None  # the last broker that answered empty metadata
 
     async def connection(self, host: str, port: int) -> BrokerConnection:
         conn = self._conns.get((host, port))
@@ -53,6 +54,8 @@ class ClientCluster:
 
     async def any_connection(self) -> BrokerConnection:
         addrs = list(self.brokers.values()) + self.bootstrap
+        if self._starting in addrs:  # ask the others first (Kafka's leastLoadedNode starts at random)
+            addrs = [a for a in addrs if a != self._starting] + [self._starting]
         last: Exception | None = None
         for host, port in addrs:
             try:
@@ -67,6 +70,14 @@ class ClientCluster:
         req = MetadataRequest(topics=[MetadataRequest.MetadataRequestTopic(name=t) for t in topics],
                               allow_auto_topic_creation=allow_auto_create)
         resp = await conn.request_within(req, self.request_timeout_ms)
+        if not resp.brokers:
+            # A broker still starting (no UpdateMetadata yet) knows no brokers. Kafka's
+            # NetworkClient ignores such an answer ("it is possible to receive an empty metadata
+            # set, which we should retry later"): taken, it would forget every broker and leave
+            # the client asking that one broker alone until it learns the cluster.
+            self._starting = (conn.host, conn.port)
+            return {t.name: t.error_code if t.error_code != E.NONE else E.LEADER_NOT_AVAILABLE for t in resp.topics}
+        self._starting = None
         self.brokers = {b.node_id: (b.host, b.port) for b in resp.brokers}
         self.controller_id = resp.controller_id
         errors = {}
