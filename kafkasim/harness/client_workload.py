@@ -331,7 +331,7 @@ def _read_back(run: ClientRun) -> None:
 def _check(run: ClientRun, eyes: GodsEye) -> list[CheckResult]:
     def cluster_checks() -> list[CheckResult]:
         eyes.step()
-        return check_replicas(run.live.cluster, eyes.bit_flips.partitions) + eyes.results()
+        return check_replicas(run.live.cluster, eyes.bit_flips.partitions, eyes.epoch_reuse) + eyes.results()
     cluster: list[CheckResult] = run.live.loop.call(cluster_checks)
     eos = eos_checks(run.pipeline) if run.pipeline is not None else []
     return check_all(run.history) + eos + cluster

@@ -32,6 +32,10 @@ offset makes its log end jump, and the truncation back to the leader's end on
 OFFSET_OUT_OF_RANGE leaves the skipped offsets missing; a leader that was once that follower
 keeps the hole). Kafka does the same; other differences stay replica-divergence.
 
+epoch-reused-after-power-loss (harness/epoch_reuse.py): a replica's first difference is a batch of
+an epoch its leader lost the tail of to a power loss and then led again, at or above the offset
+it resumed from. Kafka 3.9 reaches that state; the replica is not compared further.
+
 isr-behind-high-watermark: every ISR member (the leader's committed ISR) must have everything
 below the high watermark — that is what admitting it to the ISR promised.
 
@@ -66,6 +70,7 @@ from typing import Any
 
 from kafkasim.cluster.sim_cluster import SimCluster
 from kafkasim.harness.checkers import Anomaly, CheckResult
+from kafkasim.harness.epoch_reuse import EpochReuseWatch
 from kafkasim.harness.invariants import InvariantMonitor
 from kafkasim.harness.txn_invariants import TxnWatch
 from kafkasim.records.batch import LOG_OVERHEAD, MAGIC_VALUE_V2, MIN_BATCH_LENGTH, decode_batch_records, iter_batches
@@ -130,9 +135,12 @@ def workload_value_at(cluster: SimCluster) -> Callable[[str, int, int], str | No
     return value_at
 
 
-def check_replicas(cluster: SimCluster, bit_flipped: set[TopicPartition] | None = None) -> list[CheckResult]:
-    """`bit_flipped`: the partitions whose log some disk flipped bits in (BitFlipWatch)."""
+def check_replicas(cluster: SimCluster, bit_flipped: set[TopicPartition] | None = None,
+                   epoch_reuse: EpochReuseWatch | None = None) -> list[CheckResult]:
+    """`bit_flipped`: the partitions whose log some disk flipped bits in (BitFlipWatch);
+    `epoch_reuse`: the epochs power-lost leaders led again (EpochReuseWatch)."""
     divergence = CheckResult("replica-divergence")
+    reused = CheckResult("epoch-reused-after-power-loss")
     behind = CheckResult("isr-behind-high-watermark")
     epoch_flips = CheckResult("leader-epoch-bit-flip")
     offset_propagated = CheckResult("corrupt-offset-propagated")
@@ -180,10 +188,15 @@ def check_replicas(cluster: SimCluster, bit_flipped: set[TopicPartition] | None 
             for off, leader_batch, replica_batch in offset_flips:
                 offset_propagated.anomalies.append(Anomaly("corrupt-offset-propagated", {
                     **where, "offset": off, "leader_batch": leader_batch, "replica_batch": replica_batch}))
-            if first is not None:
-                divergence.anomalies.append(Anomaly("replica-divergence", {
-                    **where, "offset": first[0], "leader_batch": first[1], "replica_batch": first[2]}))
-    return [divergence, behind, epoch_flips, offset_propagated]
+            if first is None:
+                continue
+            detail = {**where, "offset": first[0], "leader_batch": first[1], "replica_batch": first[2]}
+            resumed = epoch_reuse.explains((topic, index), first[2]) if epoch_reuse is not None else None
+            if resumed is not None:
+                reused.anomalies.append(Anomaly("epoch-reused-after-power-loss", {**detail, "resumed_at": resumed}))
+            else:
+                divergence.anomalies.append(Anomaly("replica-divergence", detail))
+    return [divergence, reused, behind, epoch_flips, offset_propagated]
 
 
 def _reconciled(server: Any, tp: TopicPartition, leader_id: int, leader_epoch: int) -> bool:
@@ -533,6 +546,7 @@ class GodsEye:
         self.invariants = InvariantMonitor(world, cluster)
         self.errors = CheckResult("checker-error")
         self.bit_flips = BitFlipWatch()
+        self.epoch_reuse = EpochReuseWatch()
         self.txns = TxnWatch(world, cluster)
         listen(world, self._on_event)
 
@@ -542,6 +556,7 @@ class GodsEye:
             self.recovery.on_event(node, ev, fields)
             self.invariants.on_event(node, ev, fields)
             self.bit_flips.on_event(node, ev, fields)
+            self.epoch_reuse.on_event(node, ev, fields)
         except Exception as exc:  # noqa: BLE001 - reported as an anomaly
             self.errors.anomalies.append(Anomaly("checker-error", {"event": ev, "node": node,
                                                                     "error": f"{type(exc).__name__}: {exc}"}))

@@ -196,7 +196,7 @@ def run_scenario(scenario: Scenario, seed: int, out_dir: str | None = None,
         flipped = eyes.bit_flips.partitions
         results = (attribute_offset_flips(history, check_all(history), flipped, workload_value_at(cluster),
                                           eyes.bit_flips.holes)
-                   + check_replicas(cluster, flipped) + eyes.results()
+                   + check_replicas(cluster, flipped, eyes.epoch_reuse) + eyes.results()
                    + (check_txns(history) if scenario.producer.txn is not None else [])
                    + acl_results(scenario.acls, scenario.broker_config, scenario.topics[0].name, history, trace_out,
                                  ConsumerConfig().request_timeout_ms + scenario.consumer.fetch_max_wait_ms))

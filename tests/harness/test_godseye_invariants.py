@@ -251,6 +251,7 @@ def test_the_watchers_never_change_the_run(tmp_path: Path, seed: int, monkeypatc
         def __init__(self, *_: Any) -> None:
             self.recovery = type("R", (), {"recoveries_checked": 0})()
             self.bit_flips = type("B", (), {"partitions": set(), "holes": set()})()
+            self.epoch_reuse = None
 
         def step(self) -> None:
             pass

@@ -27,6 +27,7 @@ MUST_SHOW = {
     "bit-rot-seed-54": "corrupt-offset-delivered",
     "bit-rot-seed-92": "corrupt-offset-propagated",
     "bit-rot-seed-125": "corrupt-offset-propagated",
+    "power-loss-default-flush-swarm-seed-842": "epoch-reused-after-power-loss",
 }
 
 

@@ -3,10 +3,13 @@ over the network as Kafka does), and ControllerBrokerRequestBatch, which collect
 LeaderAndIsr, UpdateMetadata and StopReplica requests a state change needs and sends them.
 
 Per broker there is one queue and one RequestSendThread (a task here): it sends the head
-request, waits for the response (controller.socket.timeout.ms), hands it to the callback and
-only then takes the next, so a broker sees the controller's requests in the order they were
-made. A failed send reconnects after 100 ms and sends the same request again, until the broker
-is removed (it died: its queue is dropped).
+request, waits for the response (request.timeout.ms: the NetworkClient's request timeout in
+Kafka 3.9's ControllerChannelManager.addNewBroker), hands it to the callback and only then takes
+the next, so a broker sees the controller's requests in the order they were made. A connect
+gives up after socket.connection.setup.timeout.ms (the NetworkClient's connection setup timeout
+fails RequestSendThread.brokerReady's awaitReady, whose own bound is controller.socket.timeout.ms,
+whichever comes first). A failed send reconnects after 100 ms and sends the same request again,
+until the broker is removed (it died: its queue is dropped).
 
 Versions are what inter.broker.protocol.version 3.9 (IBP_3_4_IV0 and later) sends:
 LeaderAndIsr v7, UpdateMetadata v8, StopReplica v4.
@@ -37,6 +40,7 @@ from kafkasim.protocol.primitives import Message
 from kafkasim.runtime.api import Future, NetworkError, NodeRuntime, RuntimeTimeout, Task
 
 if TYPE_CHECKING:
+    from kafkasim.broker.config import BrokerConfig
     from kafkasim.client.channel_security import ChannelSecurity
     pass
 
@@ -57,6 +61,22 @@ class QueueItem:
     callback: ResponseCallback | None
 
 
+@dataclass(frozen=True)
+class ChannelTimeouts:
+    """How long a RequestSendThread waits. A connect across a network partition must give up
+    after the connection setup timeout, not the 30 s socket timeout: a broker that re-registered
+    during the partition would otherwise get its UpdateMetadata/LeaderAndIsr only 30 s later and
+    go on meanwhile as a zombie leader of an epoch long gone (crash-swarm seed 613)."""
+
+    connect_ms: float   # min(socket.connection.setup.timeout.ms, controller.socket.timeout.ms)
+    request_ms: float   # request.timeout.ms
+
+    @classmethod
+    def of(cls, config: BrokerConfig) -> ChannelTimeouts:
+        return cls(min(config.socket_connection_setup_timeout_ms, config.controller_socket_timeout_ms),
+                   config.request_timeout_ms)
+
+
 @dataclass
 class ControllerBrokerState:
     broker: Z.BrokerInfo
@@ -67,9 +87,9 @@ class ControllerBrokerState:
 
 
 class ControllerChannelManager:
-    def __init__(self, rt: NodeRuntime, controller_id: int, socket_timeout_ms: float,
+    def __init__(self, rt: NodeRuntime, controller_id: int, timeouts: ChannelTimeouts,
                  security: ChannelSecurity | None = None) -> None:
-        self.rt, self.controller_id, self.socket_timeout_ms = rt, controller_id, socket_timeout_ms
+        self.rt, self.controller_id, self.timeouts = rt, controller_id, timeouts
         self.security = security   # the inter-broker listener's TLS/SASL (security/inter_broker.py)
         self.brokers: dict[int, ControllerBrokerState] = {}
 
@@ -128,8 +148,8 @@ class ControllerChannelManager:
                 if state.client is None or state.client.closed:
                     state.client = NetworkClient(self.rt, *inter_broker_address(state.broker, self.security),
                                                  f"controller-{self.controller_id}", security=self.security)
-                    await state.client.connect(self.socket_timeout_ms)
-                return await state.client.send(item.body, item.version, self.socket_timeout_ms)
+                    await state.client.connect(self.timeouts.connect_ms)
+                return await state.client.send(item.body, item.version, self.timeouts.request_ms)
             except (NetworkError, RuntimeTimeout) as exc:
                 self.rt.trace("controller_send_failed", broker=broker_id, api=type(item.body).__name__,
                               error=type(exc).__name__)

@@ -30,7 +30,11 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any
 
-from kafkasim.broker.controller.channel_manager import ControllerBrokerRequestBatch, ControllerChannelManager
+from kafkasim.broker.controller.channel_manager import (
+    ChannelTimeouts,
+    ControllerBrokerRequestBatch,
+    ControllerChannelManager,
+)
 from kafkasim.broker.controller.context import (
     ControllerContext,
     LeaderAndIsr,
@@ -265,8 +269,7 @@ class KafkaController:
         for topic in sorted(topics):
             await self._load_topic_assignment(topic)
         await self._update_leader_and_isr_cache(ctx.all_partitions())
-        self.channel_manager = ControllerChannelManager(self.rt, self.broker_id,
-                                                        self.config.controller_socket_timeout_ms,
+        self.channel_manager = ControllerChannelManager(self.rt, self.broker_id, ChannelTimeouts.of(self.config),
                                                         inter_broker_security(self.config))
         self.channel_manager.startup(ctx.live_brokers)
         for tp in ctx.all_partitions():

@@ -1,0 +1,55 @@
+"""epoch-reused-after-power-loss: a leader that lost the unflushed tail of its log to a power loss
+and then led the *same* leader epoch again, so that a follower which had fetched that tail keeps
+records of that epoch the leader no longer has, and Kafka's epoch checks cannot tell.
+
+How Kafka 3.9 (ZooKeeper mode) gets there: the broker restarts and registers again before the
+controller notices it was gone (a controller failover that reads /brokers/ids after the
+re-registration, KafkaController.onControllerFailover), so the controller sends the partition's
+unchanged state, leader = that broker in epoch E, and the restarted broker becomes leader of E
+with its shorter log (Partition.makeLeader). Its followers get no LeaderAndIsr (the epoch is not
+newer). A follower whose fetch offset is above the leader's new log end learns of it by
+truncation on fetch (Partition.fetchRecords answers a diverging epoch only while the leader's
+end of the fetched epoch, `lastOffsetForLeaderEpoch`, is below the fetch offset); one that
+fetches again only once the leader has written past its fetch offset in E sees nothing wrong:
+epoch E ends at the leader's log end, above the fetch offset, and the follower appends the
+leader's new records after its own old ones (AbstractFetcherThread, UnifiedLog.appendAsFollower
+checks only that offsets grow). The replicas then differ below the high watermark, for good.
+
+The watch learns it from the trace: a broker's `become_leader` of (partition, E) after a power
+loss of that broker that came after it had already become leader of (partition, E). From that
+restart's log end offset on, a replica's batch of epoch E that differs from the leader's is
+this, not a replication bug; any other difference stays replica-divergence.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+TopicPartition = tuple[str, int]
+
+
+class EpochReuseWatch:
+    def __init__(self) -> None:
+        self._leader_of: dict[tuple[TopicPartition, int], str] = {}   # (tp, epoch) -> who led it
+        self._lost_power: set[tuple[str, TopicPartition, int]] = set()
+        # tp -> epoch -> the lowest log end offset a power-lost leader resumed that epoch from
+        self.reused: dict[TopicPartition, dict[int, int]] = {}
+
+    def on_event(self, node: str, ev: str, fields: dict[str, Any]) -> None:
+        if ev == "node_crash" and fields.get("mode") == "power":
+            self._lost_power.update((node, tp, e) for (tp, e), n in self._leader_of.items() if n == node)
+        elif ev == "become_leader":
+            tp, epoch = (str(fields["topic"]), int(fields["partition"])), int(fields["leader_epoch"])
+            if (node, tp, epoch) in self._lost_power:
+                self._lost_power.discard((node, tp, epoch))
+                by_epoch = self.reused.setdefault(tp, {})
+                end = int(fields["log_end_offset"])
+                by_epoch[epoch] = min(end, by_epoch.get(epoch, end))
+            self._leader_of[(tp, epoch)] = node
+
+    def explains(self, tp: TopicPartition, replica_batch: list[int]) -> int | None:
+        """The offset the leader resumed a reused epoch from, when `replica_batch` ([base, last,
+        epoch, crc]) is a batch of that epoch at or above it; None otherwise."""
+        base, epoch = replica_batch[0], replica_batch[2]
+        start = self.reused.get(tp, {}).get(epoch)
+        return start if start is not None and base >= start else None

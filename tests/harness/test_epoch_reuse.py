@@ -1,0 +1,65 @@
+"""EpochReuseWatch: a leader that lost power and led the same epoch again (crash-swarm seeds 817
+and 842 of power-loss-default-flush-swarm: broker-0 led events-0 in epoch 0, lost 47-311 to a
+power loss, was sent leader 0 in epoch 0 again by a controller whose failover read /brokers/ids
+after it re-registered; broker-1, whose fetch hung 30 s on the dead connection, fetched at 312
+once the leader had written past it in epoch 0 and kept its old 47-311)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from kafkasim.harness.epoch_reuse import EpochReuseWatch
+
+pytestmark = pytest.mark.unit
+
+TP = ("events", 0)
+
+
+def _leader(watch: EpochReuseWatch, node: str, epoch: int, log_end: int, partition: int = 0) -> None:
+    watch.on_event(node, "become_leader", {"topic": "events", "partition": partition, "leader_epoch": epoch,
+                                           "log_end_offset": log_end, "isr": [0, 1, 2], "high_watermark": 0})
+
+
+def _crash(watch: EpochReuseWatch, node: str, mode: str) -> None:
+    fields: dict[str, Any] = {"mode": mode, "incarnation": 0}
+    watch.on_event(node, "node_crash", fields)
+
+
+def test_a_power_lost_leader_leading_its_epoch_again_explains_that_epochs_batches_from_its_restart_end() -> None:
+    w = EpochReuseWatch()
+    _leader(w, "broker-0", 0, 0)
+    _crash(w, "broker-0", "power")
+    _leader(w, "broker-0", 0, 47)
+    assert w.reused == {TP: {0: 47}}
+    assert w.explains(TP, [47, 47, 0, 3610070877]) == 47
+    assert w.explains(TP, [300, 311, 0, 1]) == 47
+    assert w.explains(TP, [46, 46, 0, 1]) is None        # below where it resumed: both had it
+    assert w.explains(TP, [47, 47, 1, 1]) is None        # another epoch: not this
+    assert w.explains(("events", 1), [47, 47, 0, 1]) is None
+
+
+@pytest.mark.parametrize("story", ["kill", "new-epoch", "other-node", "other-partition"])
+def test_anything_else_explains_nothing(story: str) -> None:
+    w = EpochReuseWatch()
+    _leader(w, "broker-0", 3, 10)
+    _crash(w, "broker-1" if story == "other-node" else "broker-0", "kill" if story == "kill" else "power")
+    if story == "new-epoch":
+        _leader(w, "broker-0", 4, 47)   # a new epoch: followers truncate against it (KIP-101/279)
+    elif story == "other-partition":
+        _leader(w, "broker-0", 3, 47, partition=1)
+    else:
+        _leader(w, "broker-0", 3, 47)
+    assert w.reused == {}
+    assert w.explains(TP, [47, 50, 3, 1]) is None
+
+
+def test_the_lowest_restart_end_wins_over_several_power_losses() -> None:
+    w = EpochReuseWatch()
+    _leader(w, "broker-0", 2, 0)
+    _crash(w, "broker-0", "power")
+    _leader(w, "broker-0", 2, 80)
+    _crash(w, "broker-0", "power")
+    _leader(w, "broker-0", 2, 60)
+    assert w.reused == {TP: {2: 60}}
