@@ -158,10 +158,11 @@ class Consumer:
         try:
             fetch.response = await self._fetch_from(fetch.leader, fetch.offsets)
         except (NetworkError, RuntimeTimeout, KeyError):
-            fetch.failed = True
-        fetch.done = True
-        if self._answered is not None and not self._answered.done():
-            self._answered.set_result(None)
+            pass
+        finally:  # any other error still fails this task (a task error), but never hangs poll()
+            fetch.failed, fetch.done = fetch.response is None, True
+            if self._answered is not None and not self._answered.done():
+                self._answered.set_result(None)
 
     def _collect(self) -> tuple[list[ConsumedRecord], bool, set[int]]:
         """The records of every answered fetch (leaders in order), whether one failed or
