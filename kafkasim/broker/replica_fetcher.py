@@ -189,12 +189,17 @@ class ReplicaFetcherThread:
                 leader_epoch=epoch))
         req = OffsetForLeaderEpochRequest(replica_id=self.rm.broker_id,
                                           topics=[T(topic=t, partitions=ps) for t, ps in by_topic.items()])
+        sent_epochs = {tp: self.partitions[tp].current_leader_epoch for tp in requests}
         assert self.client is not None
         resp = await self.client.send(req, OFFSET_FOR_LEADER_EPOCH_VERSION, self.config.replica_socket_timeout_ms)
         for topic in resp.topics:
             for r in topic.partitions:
                 tp = (topic.topic, r.partition)
-                if tp in requests and tp in self.partitions:
+                st = self.partitions.get(tp)
+                # Kafka's truncateToEpochEndOffsets drops an answer if the partition's leader epoch
+                # changed while it was out (a LeaderAndIsr re-added it): an old epoch's
+                # FENCED_LEADER_EPOCH must not remove the new epoch's state (kill-failover-swarm 791).
+                if tp in requests and st is not None and st.current_leader_epoch == sent_epochs[tp]:
                     await self._on_epoch_end_offset(tp, requests[tp], r.error_code, r.leader_epoch, r.end_offset)
 
     async def _on_epoch_end_offset(self, tp: TopicPartition, asked_epoch: int, error: int, leader_epoch: int,

@@ -2,11 +2,20 @@
 group coordinator). Fetch long-polls the leaders of the assigned partitions, decodes whole
 batches, skips records below the position (a batch can start before it) and ignores a
 trailing partial batch, as Kafka's consumers do. With isolation_level 1 (read_committed) the
-records of aborted transactions are dropped as Kafka's CompletedFetch does (read_committed.py)."""
+records of aborted transactions are dropped as Kafka's CompletedFetch does (read_committed.py).
+
+Fetches go to every leader at once, as Kafka's Fetcher.sendFetches does: one Fetch per node
+that has no fetch in flight (AbstractFetch.prepareFetchRequests skips a node in
+nodesWithPendingFetchRequests), and poll() returns once any of them has answered. A leader
+that does not answer (a host without power sends no RST: request.timeout.ms) holds up only its
+own partitions. An answer is used only where the partition's position is still the offset it
+was fetched from (FetchCollector discards a stale fetch: a seek, a reset, or a fetch from a
+newer leader answered first)."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 from kafkasim.client.cluster import ClientCluster
 from kafkasim.client.read_committed import READ_COMMITTED, AbortedTransactions
@@ -15,9 +24,10 @@ from kafkasim.protocol.messages.fetch import FetchRequest
 from kafkasim.protocol.messages.list_offsets import ListOffsetsRequest
 from kafkasim.records.batch import decode_batch_records, iter_batches
 from kafkasim.records.errors import CorruptRecordError
-from kafkasim.runtime.api import NetworkError, NodeRuntime, RuntimeTimeout
+from kafkasim.runtime.api import Future, NetworkError, NodeRuntime, RuntimeTimeout, Task
 
 EARLIEST, LATEST = -2, -1
+TP = tuple[str, int]
 
 
 @dataclass(frozen=True)
@@ -41,6 +51,17 @@ class ConsumerConfig:
     isolation_level: int = 0           # isolation.level (0 read_uncommitted)
 
 
+@dataclass
+class _FetchInFlight:
+    """One Fetch to one leader: the offsets it asked for, then its answer or failure."""
+    leader: int
+    offsets: dict[TP, int]
+    task: Task | None = None
+    done: bool = False
+    response: Any = None      # the FetchResponse, when it answered
+    failed: bool = False      # unreachable, timed out, or its leader unknown
+
+
 class Consumer:
     def __init__(self, rt: NodeRuntime, bootstrap: str, config: ConsumerConfig | None = None,
                  client_id: str = "kafkasim-consumer") -> None:
@@ -50,6 +71,8 @@ class Consumer:
         self.positions: dict[tuple[str, int], int | None] = {}
         self.corrupt_batches = 0
         self.misplaced: list[ConsumedRecord] = []  # records of batches with corrupt offsets (_misplaced)
+        self._in_flight: dict[int, _FetchInFlight] = {}   # leader -> its pending fetch
+        self._answered: Future[Any] | None = None          # set when a fetch in flight completes
 
     async def assign(self, partitions: list[tuple[str, int]]) -> None:
         for topic in sorted({t for t, _ in partitions}):
@@ -80,28 +103,27 @@ class Consumer:
         return int(p.offset)
 
     async def poll(self) -> list[ConsumedRecord]:
-        """One round of fetches (long-polling up to fetch.max.wait.ms); records in offset order
-        per partition. A leader that fails (unreachable, or an error such as
-        NOT_LEADER_OR_FOLLOWER) does not cost the records the other leaders returned: their
-        positions already moved past them."""
+        """Position every partition, keep a Fetch in flight to each leader (long-polling up to
+        fetch.max.wait.ms), and return as soon as some answer brings records, in offset order
+        per partition. An empty poll means every leader answered (or failed) at least once
+        during it, so callers may count empty polls as rounds in which nothing came. A leader
+        that fails (unreachable, or an error such as NOT_LEADER_OR_FOLLOWER) does not cost the
+        records the others returned; it ends the poll with a metadata refresh."""
         out: list[ConsumedRecord] = []
-        stale = False
-        try:
-            for tp, pos in list(self.positions.items()):
-                if pos is None:
-                    await self._reset(tp)
-            by_leader: dict[int, list[tuple[str, int]]] = {}
-            for tp in self.positions:
-                by_leader.setdefault(self.cluster.leaders[tp].leader, []).append(tp)
-        except (NetworkError, RuntimeTimeout, KeyError):
-            by_leader, stale = {}, True
-        for leader, tps in sorted(by_leader.items()):
-            try:
-                records, errors = await self._fetch_from(leader, tps)
-                out += records
-                stale = stale or errors
-            except (NetworkError, RuntimeTimeout, KeyError):
-                stale = True
+        by_leader, stale = await self._leaders()
+        waiting = set(by_leader)
+        while not stale and waiting:
+            for leader, tps in sorted(by_leader.items()):
+                if leader not in self._in_flight:
+                    self._send_fetch(leader, tps)
+            if not any(f.done for f in self._in_flight.values()):
+                self._answered = self.rt.future()
+                await self._answered
+            records, stale, answered = self._collect()
+            out += records
+            waiting -= answered
+            if out or any(pos is None for pos in self.positions.values()):
+                break  # records to hand back, or a partition to reset first (next poll)
         if stale or self.rt.buggify("consumer.metadata.refresh"):  # metadata.max.age.ms may refresh any time
             await self.rt.sleep(100)
             try:
@@ -110,14 +132,64 @@ class Consumer:
                 pass
         return out
 
-    async def _fetch_from(self, leader: int, tps: list[tuple[str, int]]) -> tuple[list[ConsumedRecord], bool]:
-        """Records from one leader, and whether some partition answered an error (the leader
-        moved: metadata must be refreshed)."""
+    async def _leaders(self) -> tuple[dict[int, list[TP]], bool]:
+        """The assigned partitions by leader, every one positioned; stale if that failed."""
+        try:
+            for tp, pos in list(self.positions.items()):
+                if pos is None:
+                    await self._reset(tp)
+            by_leader: dict[int, list[TP]] = {}
+            for tp in self.positions:
+                by_leader.setdefault(self.cluster.leaders[tp].leader, []).append(tp)
+            return by_leader, False
+        except (NetworkError, RuntimeTimeout, KeyError):
+            return {}, True
+
+    def _send_fetch(self, leader: int, tps: list[TP]) -> None:
+        offsets: dict[TP, int] = {}
+        for tp in tps:
+            pos = self.positions[tp]
+            assert pos is not None  # poll() positioned every partition before fetching
+            offsets[tp] = pos
+        fetch = self._in_flight[leader] = _FetchInFlight(leader, offsets)
+        fetch.task = self.rt.spawn(self._fetch(fetch), name=f"{self.cluster.client_id} fetch {leader}")
+
+    async def _fetch(self, fetch: _FetchInFlight) -> None:
+        try:
+            fetch.response = await self._fetch_from(fetch.leader, fetch.offsets)
+        except (NetworkError, RuntimeTimeout, KeyError):
+            pass
+        finally:  # any other error still fails this task (a task error), but never hangs poll()
+            fetch.failed, fetch.done = fetch.response is None, True
+            if self._answered is not None and not self._answered.done():
+                self._answered.set_result(None)
+
+    def _collect(self) -> tuple[list[ConsumedRecord], bool, set[int]]:
+        """The records of every answered fetch (leaders in order), whether one failed or
+        answered a partition error (the leader moved: metadata must be refreshed), and the
+        leaders whose fetch completed."""
+        out: list[ConsumedRecord] = []
+        errors = False
+        completed = {leader for leader, f in self._in_flight.items() if f.done}
+        for leader in sorted(completed):
+            fetch = self._in_flight.pop(leader)
+            if fetch.failed:
+                errors = True
+                continue
+            for t in fetch.response.responses:
+                for p in t.partitions:
+                    tp = (t.topic, p.partition_index)
+                    if tp not in fetch.offsets or self.positions.get(tp) != fetch.offsets[tp]:
+                        continue  # a stale answer: the position moved since it was asked
+                    out += self._handle_partition(t.topic, p)
+                    errors = errors or p.error_code not in (E.NONE, E.OFFSET_OUT_OF_RANGE)
+        return out, errors, completed
+
+    async def _fetch_from(self, leader: int, offsets: dict[TP, int]) -> Any:
+        """One Fetch to `leader` for `offsets`; its response."""
         conn = await self.cluster.broker_connection(leader)
         topics: dict[str, list[FetchRequest.FetchTopic.FetchPartition]] = {}
-        for topic, p in tps:
-            offset = self.positions[(topic, p)]
-            assert offset is not None  # poll() positioned every partition before fetching
+        for (topic, p), offset in offsets.items():
             topics.setdefault(topic, []).append(FetchRequest.FetchTopic.FetchPartition(
                 partition=p, fetch_offset=offset,
                 partition_max_bytes=self.config.max_partition_fetch_bytes))
@@ -126,14 +198,7 @@ class Consumer:
                            max_bytes=1 if self.rt.buggify("consumer.fetch.tiny") else self.config.fetch_max_bytes,
                            isolation_level=self.config.isolation_level,
                            topics=[FetchRequest.FetchTopic(topic=t, partitions=ps) for t, ps in topics.items()])
-        resp = await conn.request_within(req, self.config.request_timeout_ms + self.config.fetch_max_wait_ms)
-        out: list[ConsumedRecord] = []
-        errors = False
-        for t in resp.responses:
-            for p in t.partitions:
-                out += self._handle_partition(t.topic, p)
-                errors = errors or p.error_code not in (E.NONE, E.OFFSET_OUT_OF_RANGE)
-        return out, errors
+        return await conn.request_within(req, self.config.request_timeout_ms + self.config.fetch_max_wait_ms)
 
     def _handle_partition(self, topic: str, p: object) -> list[ConsumedRecord]:
         tp = (topic, p.partition_index)  # type: ignore[attr-defined]
@@ -184,4 +249,8 @@ class Consumer:
         return out
 
     def close(self) -> None:
+        for fetch in self._in_flight.values():
+            if fetch.task is not None:
+                fetch.task.cancel()
+        self._in_flight.clear()
         self.cluster.close()

@@ -18,7 +18,9 @@ import pytest
 from kafkasim.broker.config import ReplicationConfig
 from kafkasim.broker.replica_fetcher import PartitionFetchState, ReplicaFetcherThread
 from kafkasim.broker.zk.zk_data import BrokerInfo
+from kafkasim.protocol import errors as E
 from kafkasim.protocol.messages.fetch import FetchResponse
+from kafkasim.protocol.messages.offset_for_leader_epoch import OffsetForLeaderEpochResponse
 from kafkasim.records.batch import Record, build_batch, iter_batches
 from kafkasim.runtime.sim.world import SimWorld
 from kafkasim.storage.log import Log, LogConfig
@@ -126,3 +128,40 @@ def test_without_a_diverging_epoch_the_records_are_appended() -> None:
 
     leo, appended = _run(world, rt, body)
     assert leo == 2 and appended == [b""]
+
+
+class ReAddedWhileAskingClient:
+    """kill-failover-swarm seed 791: the leader answers FENCED_LEADER_EPOCH to an
+    OffsetForLeaderEpoch sent at the follower's old epoch, and while it is out a LeaderAndIsr
+    re-adds the partition to the fetcher at the leader's new epoch."""
+
+    def __init__(self, thread_box: list[ReplicaFetcherThread], new_epoch: int) -> None:
+        self.thread_box, self.new_epoch = thread_box, new_epoch
+        self.closed = False
+
+    async def send(self, req: Any, version: int, timeout_ms: float) -> Any:
+        self.thread_box[0].add_partitions({TP: PartitionFetchState(b"\0" * 16, 0, self.new_epoch)})
+        R = OffsetForLeaderEpochResponse
+        return R(topics=[R.OffsetForLeaderTopicResult(topic=TP[0], partitions=[
+            R.OffsetForLeaderTopicResult.EpochEndOffset(error_code=E.FENCED_LEADER_EPOCH, partition=TP[1])])])
+
+
+def test_a_fenced_answer_for_an_old_epoch_keeps_the_state_a_leader_and_isr_added_meanwhile() -> None:
+    # Kafka's AbstractFetcherThread.truncateToEpochEndOffsets keeps only the answers whose
+    # request epoch is still the partition's current leader epoch; before, the old epoch's
+    # FENCED_LEADER_EPOCH removed the new epoch's state and the follower never fetched again.
+    world = SimWorld(1, trace_out=io.StringIO())
+    rt = world.add_node("broker-1").runtime
+    box: list[ReplicaFetcherThread] = []
+
+    async def body() -> Any:
+        log = await Log.load(rt, "events-2", LogConfig())
+        _append(log, 4, 2)
+        thread, _ = _fetcher(rt, log, ReAddedWhileAskingClient(box, new_epoch=5), leader_epoch=5)
+        box.append(thread)
+        thread.partitions[TP] = PartitionFetchState(b"\0" * 16, 2, 4)   # Truncating at epoch 4
+        await thread._truncate([TP])
+        st = thread.partitions.get(TP)
+        return None if st is None else (st.current_leader_epoch, st.truncating)
+
+    assert _run(world, rt, body) == (5, True)   # still there, to be truncated at epoch 5

@@ -21,6 +21,7 @@ class ControllerEvent:
     name: str
     body: EventBody
     done: Future[Any] | None = None  # set for events whose caller waits (API requests)
+    started: Future[Any] | None = None  # set when processing begins (Kafka's awaitProcessing)
 
 
 class ControllerMovedError(Exception):
@@ -37,6 +38,7 @@ class ControllerEventManager:
         self.queue: deque[ControllerEvent] = deque()
         self._wakeup: Future[Any] | None = None
         self._task: Task | None = None
+        self._stopped = False
         self.processed = 0
 
     def start(self) -> None:
@@ -45,13 +47,32 @@ class ControllerEventManager:
     def stop(self) -> None:
         if self._task is not None:
             self._task.cancel()
+        self._stopped = True
+        self._preempt_queued("controller shutting down")
+
+    def _preempt_queued(self, why: str) -> None:
         for ev in self.queue:
             if ev.done is not None and not ev.done.done():
-                ev.done.set_exception(ControllerMovedError(f"controller shutting down with {ev.name} queued"))
+                ev.done.set_exception(ControllerMovedError(f"{why} with {ev.name} queued"))
+            if ev.started is not None and not ev.started.done():
+                ev.started.set_result(None)  # never processed: release who waits for it
         self.queue.clear()
 
     def put(self, name: str, body: EventBody) -> ControllerEvent:
         ev = ControllerEvent(name, body)
+        self._enqueue(ev)
+        return ev
+
+    def clear_and_put(self, name: str, body: EventBody) -> ControllerEvent:
+        """Kafka's clearAndPut: preempt every queued event (an API request's asker gets
+        ControllerMovedError, Kafka's preempt answers NOT_CONTROLLER), then queue this one;
+        `started` completes when it begins processing (at once if the thread is stopped)."""
+        self._preempt_queued(f"{name} cleared the queue")
+        ev = ControllerEvent(name, body, started=self.rt.future())
+        assert ev.started is not None
+        if self._stopped:
+            ev.started.set_result(None)
+            return ev
         self._enqueue(ev)
         return ev
 
@@ -76,6 +97,8 @@ class ControllerEventManager:
             ev = self.queue.popleft()
             if self.rt.buggify("controller.event.slow"):  # a busy event thread: ZK watches handled late, in order
                 await self.rt.sleep(50)
+            if ev.started is not None and not ev.started.done():
+                ev.started.set_result(None)
             try:
                 result = await ev.body()
             except Exception as exc:  # the controller survives one bad event, as Kafka's does

@@ -59,7 +59,7 @@ from kafkasim.broker.zk import zk_data as Z
 from kafkasim.broker.zk.kafka_zk_client import ControllerMovedException, ControllerZkClient
 from kafkasim.broker.zk.zookeeper_client import StateChangeHandler, ZooKeeperClient
 from kafkasim.protocol import errors as E
-from kafkasim.runtime.api import BadVersionError, Timer, WatchEvent
+from kafkasim.runtime.api import BadVersionError, Future, Timer, WatchEvent
 
 if TYPE_CHECKING:
     from kafkasim.broker.config import BrokerConfig
@@ -125,9 +125,16 @@ class KafkaController:
         self.event_manager.stop()
         self._on_controller_resignation()
 
-    def _before_new_session(self) -> None:
+    def _before_new_session(self) -> Future[Any]:
         # Expire: the session is gone, so is the controllership (a new session elects again).
-        self.event_manager.put("Expire", self._process_expire)
+        # Kafka's beforeInitializingSession: clearAndPut(Expire) drops every queued event and the
+        # new session waits until Expire is being processed. Otherwise an event queued for the
+        # old session (a Reelect) can run in the new one before Expire, win /controller there,
+        # and Expire then resigns a controller whose znode stays: the next election finds it and
+        # the broker claims to lead with no context, for good (power-loss-default-flush-swarm 804).
+        ev = self.event_manager.clear_and_put("Expire", self._process_expire)
+        assert ev.started is not None
+        return ev.started
 
     async def _after_new_session(self) -> None:
         self.event_manager.put("RegisterBrokerAndReelect", self._process_register_broker_and_reelect)

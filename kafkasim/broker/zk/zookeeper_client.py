@@ -35,7 +35,8 @@ CONNECTION_LOSS_RETRY_MS = 100.0  # between re-sends of an operation that met Co
 @dataclass
 class StateChangeHandler:
     name: str
-    before_initializing_session: Callable[[], None] = lambda: None
+    # May return an awaitable: the new session waits for it (the controller's Expire event).
+    before_initializing_session: Callable[[], Awaitable[Any] | None] = lambda: None
     after_initializing_session: Callable[[], Awaitable[None]] | None = None
 
 
@@ -80,7 +81,9 @@ class ZooKeeperClient(ZkClient):
             old = self._session
             self.rt.trace("zk_session_expired", session=old.session_id if old is not None else 0)
             for h in list(self.handlers.values()):
-                h.before_initializing_session()
+                waiting = h.before_initializing_session()
+                if waiting is not None:
+                    await waiting
             while not self._closed:
                 try:
                     await self.connect()
