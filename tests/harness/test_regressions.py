@@ -28,6 +28,7 @@ MUST_SHOW = {
     "bit-rot-seed-92": "corrupt-offset-propagated",
     "bit-rot-seed-125": "corrupt-offset-propagated",
     "power-loss-default-flush-swarm-seed-842": "epoch-reused-after-power-loss",
+    "power-loss-default-flush-swarm-seed-1184": "epoch-reused-after-power-loss",
 }
 
 
