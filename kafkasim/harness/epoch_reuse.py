@@ -15,6 +15,12 @@ epoch E ends at the leader's log end, above the fetch offset, and the follower a
 leader's new records after its own old ones (AbstractFetcherThread, UnifiedLog.appendAsFollower
 checks only that offsets grow). The replicas then differ below the high watermark, for good.
 
+The leader may also resume E below where E first began (it lost the first E batches and some of
+the epoch before): a follower that had fetched E keeps its batches of the older epoch at and
+above the resume offset too (power-loss-default-flush-swarm seed 1184: broker-1 began epoch 3 at
+293, came back at 266 leading 3; broker-2, last fetched epoch 3 at 353, kept its epoch-2 266-292).
+Its fetch names epoch 3, whose end on the leader is the log end, so Kafka truncates nothing.
+
 The watch learns it from the trace: a broker's `become_leader` of (partition, E) after a power
 loss of that broker that came after it had already become leader of (partition, E). From that
 restart's log end offset on, a replica's batch of epoch E that differs from the leader's is
@@ -47,9 +53,16 @@ class EpochReuseWatch:
                 by_epoch[epoch] = min(end, by_epoch.get(epoch, end))
             self._leader_of[(tp, epoch)] = node
 
-    def explains(self, tp: TopicPartition, replica_batch: list[int]) -> int | None:
-        """The offset the leader resumed a reused epoch from, when `replica_batch` ([base, last,
-        epoch, crc]) is a batch of that epoch at or above it; None otherwise."""
+    def explains(self, tp: TopicPartition, replica_batch: list[int], epochs_above: set[int] | None = None
+                 ) -> int | None:
+        """The offset the leader resumed a reused epoch E from, when `replica_batch` ([base, last,
+        epoch, crc]) is at or above it and either of epoch E, or of an older epoch with a batch of
+        E above it in the replica (`epochs_above`: the epochs of the replica's later batches);
+        None otherwise."""
         base, epoch = replica_batch[0], replica_batch[2]
-        start = self.reused.get(tp, {}).get(epoch)
-        return start if start is not None and base >= start else None
+        for reused_epoch, start in sorted(self.reused.get(tp, {}).items()):
+            if base < start:
+                continue
+            if epoch == reused_epoch or (epoch < reused_epoch and reused_epoch in (epochs_above or set())):
+                return start
+        return None

@@ -34,7 +34,8 @@ keeps the hole). Kafka does the same; other differences stay replica-divergence.
 
 epoch-reused-after-power-loss (harness/epoch_reuse.py): a replica's first difference is a batch of
 an epoch its leader lost the tail of to a power loss and then led again, at or above the offset
-it resumed from. Kafka 3.9 reaches that state; the replica is not compared further.
+it resumed from (or of an older epoch there, with a batch of the reused epoch after it). Kafka
+3.9 reaches that state; the replica is not compared further.
 
 isr-behind-high-watermark: every ISR member (the leader's committed ISR) must have everything
 below the high watermark — that is what admitting it to the ISR promised.
@@ -191,7 +192,8 @@ def check_replicas(cluster: SimCluster, bit_flipped: set[TopicPartition] | None 
             if first is None:
                 continue
             detail = {**where, "offset": first[0], "leader_batch": first[1], "replica_batch": first[2]}
-            resumed = epoch_reuse.explains((topic, index), first[2]) if epoch_reuse is not None else None
+            above = {b.leader_epoch for b in theirs if b.base_offset > first[2][0]}
+            resumed = epoch_reuse.explains((topic, index), first[2], above) if epoch_reuse is not None else None
             if resumed is not None:
                 reused.anomalies.append(Anomaly("epoch-reused-after-power-loss", {**detail, "resumed_at": resumed}))
             else:

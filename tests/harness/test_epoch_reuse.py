@@ -63,3 +63,17 @@ def test_the_lowest_restart_end_wins_over_several_power_losses() -> None:
     _crash(w, "broker-0", "power")
     _leader(w, "broker-0", 2, 60)
     assert w.reused == {TP: {2: 60}}
+
+
+def test_an_older_epochs_batch_above_where_the_leader_resumed_counts_only_with_the_reused_epoch_after_it() -> None:
+    # Seed 1184: broker-1 began epoch 3 at 293, lost power, came back leading 3 from 266; broker-2
+    # (last fetched epoch 3) kept its epoch-2 batches 266-292 and its epoch-3 ones above.
+    w = EpochReuseWatch()
+    _leader(w, "broker-1", 3, 293)
+    _crash(w, "broker-1", "power")
+    _leader(w, "broker-1", 3, 266)
+    assert w.explains(TP, [266, 266, 2, 1], {2, 3}) == 266
+    assert w.explains(TP, [266, 266, 2, 1], {2}) is None      # never fetched epoch 3: it should have truncated
+    assert w.explains(TP, [266, 266, 2, 1]) is None
+    assert w.explains(TP, [265, 265, 2, 1], {3}) is None      # below the resume offset: both had it
+    assert w.explains(TP, [266, 266, 4, 1], {4}) is None      # a newer epoch: not this

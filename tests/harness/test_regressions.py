@@ -26,6 +26,7 @@ MUST_SHOW = {
     "bit-rot-seed-24": "leader-epoch-bit-flip",
     "bit-rot-seed-35": "corrupt-offset-propagated",
     "power-loss-default-flush-swarm-seed-842": "epoch-reused-after-power-loss",
+    "power-loss-default-flush-swarm-seed-1184": "epoch-reused-after-power-loss",
 }
 
 
