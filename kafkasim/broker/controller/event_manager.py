@@ -21,6 +21,7 @@ class ControllerEvent:
     name: str
     body: EventBody
     done: Future[Any] | None = None  # set for events whose caller waits (API requests)
+    started: Future[None] | None = None  # set for events whose putter waits for processing to begin
 
 
 class ControllerMovedError(Exception):
@@ -37,18 +38,41 @@ class ControllerEventManager:
         self.queue: deque[ControllerEvent] = deque()
         self._wakeup: Future[Any] | None = None
         self._task: Task | None = None
+        self._stopped = False
         self.processed = 0
 
     def start(self) -> None:
         self._task = self.rt.spawn(self._run(), name="controller-event-thread")
 
     def stop(self) -> None:
+        self._stopped = True
         if self._task is not None:
             self._task.cancel()
+        self._preempt_queued("controller shutting down")
+
+    def _preempt_queued(self, why: str) -> None:
+        """Kafka's QueuedEvent.preempt: a dropped API request is answered as by a moved
+        controller; a dropped ZooKeeper event needs nothing (a new controller reads ZooKeeper)."""
         for ev in self.queue:
             if ev.done is not None and not ev.done.done():
-                ev.done.set_exception(ControllerMovedError(f"controller shutting down with {ev.name} queued"))
+                ev.done.set_exception(ControllerMovedError(f"{why} with {ev.name} queued"))
+            if ev.started is not None and not ev.started.done():
+                ev.started.set_result(None)  # never processed: its waiter must not wait forever
         self.queue.clear()
+
+    def clear_and_put(self, name: str, body: EventBody) -> ControllerEvent:
+        """ControllerEventManager.clearAndPut: drop (preempt) every queued event, then enqueue
+        this one; `await_processing` on it waits until the event thread has begun it."""
+        self._preempt_queued(f"{name} cleared the queue")
+        ev = ControllerEvent(name, body, started=self.rt.future())
+        self._enqueue(ev)
+        return ev
+
+    async def await_processing(self, ev: ControllerEvent) -> None:
+        """QueuedEvent.awaitProcessing: returns once the event thread began `ev` (so the event
+        it was busy with has ended). A stopped manager never will: return at once."""
+        if ev.started is not None and not self._stopped:
+            await ev.started
 
     def put(self, name: str, body: EventBody) -> ControllerEvent:
         ev = ControllerEvent(name, body)
@@ -76,6 +100,8 @@ class ControllerEventManager:
             ev = self.queue.popleft()
             if self.rt.buggify("controller.event.slow"):  # a busy event thread: ZK watches handled late, in order
                 await self.rt.sleep(50)
+            if ev.started is not None and not ev.started.done():
+                ev.started.set_result(None)
             try:
                 result = await ev.body()
             except Exception as exc:  # the controller survives one bad event, as Kafka's does

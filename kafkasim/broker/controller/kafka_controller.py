@@ -121,9 +121,14 @@ class KafkaController:
         self.event_manager.stop()
         self._on_controller_resignation()
 
-    def _before_new_session(self) -> None:
-        # Expire: the session is gone, so is the controllership (a new session elects again).
-        self.event_manager.put("Expire", self._process_expire)
+    async def _before_new_session(self) -> None:
+        """Expire: the session is gone, so is the controllership (a new session elects again).
+        As Kafka's handler: clearAndPut drops the queued events (they were meant for the old
+        session), and the new session waits until the event thread has begun Expire, so an
+        event still running (an election, say) ends on the expired session instead of going on
+        in the new one and leaving a controller that Expire then resigns while its /controller
+        znode, owned by the new session, stays (no one elects again: seed 575)."""
+        await self.event_manager.await_processing(self.event_manager.clear_and_put("Expire", self._process_expire))
 
     async def _after_new_session(self) -> None:
         self.event_manager.put("RegisterBrokerAndReelect", self._process_register_broker_and_reelect)
