@@ -27,9 +27,17 @@ class BrokerConnection(NetworkClient):
     def __init__(self, rt: NodeRuntime, host: str, port: int, client_id: str) -> None:
         super().__init__(rt, host, port, client_id, max_versions=CLIENT_MAX_VERSIONS,
                          reader_name=f"client-reader {host}:{port}")
+        self._negotiate_timeout_ms = 10000.0
 
     async def connect(self, timeout_ms: float = 10000) -> None:
+        self._negotiate_timeout_ms = timeout_ms
         await super().connect(timeout_ms)
+
+    async def _negotiate(self, version: int) -> None:
+        # ApiVersions is a request like any other: Kafka's NetworkClient times it out after
+        # request.timeout.ms and disconnects. Without a limit, a broker that lost power between
+        # accepting the connection and answering held the client for good.
+        await self.within(super()._negotiate(version), self._negotiate_timeout_ms)
 
     async def request(self, body: Message, expect_response: bool = True) -> Any:
         """At the negotiated version of the body's API."""

@@ -21,7 +21,7 @@ class ControllerEvent:
     name: str
     body: EventBody
     done: Future[Any] | None = None  # set for events whose caller waits (API requests)
-    started: Future[Any] | None = None  # set when processing begins (Kafka's awaitProcessing)
+    started: Future[None] | None = None  # set for events whose putter waits for processing to begin
 
 
 class ControllerMovedError(Exception):
@@ -45,34 +45,37 @@ class ControllerEventManager:
         self._task = self.rt.spawn(self._run(), name="controller-event-thread")
 
     def stop(self) -> None:
+        self._stopped = True
         if self._task is not None:
             self._task.cancel()
-        self._stopped = True
         self._preempt_queued("controller shutting down")
 
     def _preempt_queued(self, why: str) -> None:
+        """Kafka's QueuedEvent.preempt: a dropped API request is answered as by a moved
+        controller; a dropped ZooKeeper event needs nothing (a new controller reads ZooKeeper)."""
         for ev in self.queue:
             if ev.done is not None and not ev.done.done():
                 ev.done.set_exception(ControllerMovedError(f"{why} with {ev.name} queued"))
             if ev.started is not None and not ev.started.done():
-                ev.started.set_result(None)  # never processed: release who waits for it
+                ev.started.set_result(None)  # never processed: its waiter must not wait forever
         self.queue.clear()
 
-    def put(self, name: str, body: EventBody) -> ControllerEvent:
-        ev = ControllerEvent(name, body)
+    def clear_and_put(self, name: str, body: EventBody) -> ControllerEvent:
+        """ControllerEventManager.clearAndPut: drop (preempt) every queued event, then enqueue
+        this one; `await_processing` on it waits until the event thread has begun it."""
+        self._preempt_queued(f"{name} cleared the queue")
+        ev = ControllerEvent(name, body, started=self.rt.future())
         self._enqueue(ev)
         return ev
 
-    def clear_and_put(self, name: str, body: EventBody) -> ControllerEvent:
-        """Kafka's clearAndPut: preempt every queued event (an API request's asker gets
-        ControllerMovedError, Kafka's preempt answers NOT_CONTROLLER), then queue this one;
-        `started` completes when it begins processing (at once if the thread is stopped)."""
-        self._preempt_queued(f"{name} cleared the queue")
-        ev = ControllerEvent(name, body, started=self.rt.future())
-        assert ev.started is not None
-        if self._stopped:
-            ev.started.set_result(None)
-            return ev
+    async def await_processing(self, ev: ControllerEvent) -> None:
+        """QueuedEvent.awaitProcessing: returns once the event thread began `ev` (so the event
+        it was busy with has ended). A stopped manager never will: return at once."""
+        if ev.started is not None and not self._stopped:
+            await ev.started
+
+    def put(self, name: str, body: EventBody) -> ControllerEvent:
+        ev = ControllerEvent(name, body)
         self._enqueue(ev)
         return ev
 

@@ -59,7 +59,7 @@ from kafkasim.broker.zk import zk_data as Z
 from kafkasim.broker.zk.kafka_zk_client import ControllerMovedException, ControllerZkClient
 from kafkasim.broker.zk.zookeeper_client import StateChangeHandler, ZooKeeperClient
 from kafkasim.protocol import errors as E
-from kafkasim.runtime.api import BadVersionError, Future, Timer, WatchEvent
+from kafkasim.runtime.api import BadVersionError, Timer, WatchEvent
 
 if TYPE_CHECKING:
     from kafkasim.broker.config import BrokerConfig
@@ -125,16 +125,14 @@ class KafkaController:
         self.event_manager.stop()
         self._on_controller_resignation()
 
-    def _before_new_session(self) -> Future[Any]:
-        # Expire: the session is gone, so is the controllership (a new session elects again).
-        # Kafka's beforeInitializingSession: clearAndPut(Expire) drops every queued event and the
-        # new session waits until Expire is being processed. Otherwise an event queued for the
-        # old session (a Reelect) can run in the new one before Expire, win /controller there,
-        # and Expire then resigns a controller whose znode stays: the next election finds it and
-        # the broker claims to lead with no context, for good (power-loss-default-flush-swarm 804).
-        ev = self.event_manager.clear_and_put("Expire", self._process_expire)
-        assert ev.started is not None
-        return ev.started
+    async def _before_new_session(self) -> None:
+        """Expire: the session is gone, so is the controllership (a new session elects again).
+        As Kafka's handler: clearAndPut drops the queued events (they were meant for the old
+        session), and the new session waits until the event thread has begun Expire, so an
+        event still running (an election, say) ends on the expired session instead of going on
+        in the new one and leaving a controller that Expire then resigns while its /controller
+        znode, owned by the new session, stays (no one elects again: seed 575)."""
+        await self.event_manager.await_processing(self.event_manager.clear_and_put("Expire", self._process_expire))
 
     async def _after_new_session(self) -> None:
         self.event_manager.put("RegisterBrokerAndReelect", self._process_register_broker_and_reelect)

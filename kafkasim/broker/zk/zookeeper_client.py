@@ -35,8 +35,9 @@ CONNECTION_LOSS_RETRY_MS = 100.0  # between re-sends of an operation that met Co
 @dataclass
 class StateChangeHandler:
     name: str
-    # May return an awaitable: the new session waits for it (the controller's Expire event).
-    before_initializing_session: Callable[[], Awaitable[Any] | None] = lambda: None
+    # Awaited before the new session is opened: Kafka's controller blocks there until its event
+    # thread has begun the Expire event, so no event still running uses the new session.
+    before_initializing_session: Callable[[], Awaitable[None]] | None = None
     after_initializing_session: Callable[[], Awaitable[None]] | None = None
 
 
@@ -81,9 +82,8 @@ class ZooKeeperClient(ZkClient):
             old = self._session
             self.rt.trace("zk_session_expired", session=old.session_id if old is not None else 0)
             for h in list(self.handlers.values()):
-                waiting = h.before_initializing_session()
-                if waiting is not None:
-                    await waiting
+                if h.before_initializing_session is not None:
+                    await h.before_initializing_session()
             while not self._closed:
                 try:
                     await self.connect()

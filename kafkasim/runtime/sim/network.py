@@ -11,7 +11,10 @@ round trip.
 
 Crash of a host: its listeners vanish; with `notify_peers` (a process kill: the OS is still up)
 every stream of the host sends an RST after the data already queued; without it (power loss)
-the data it had queued is lost with it, and peers hear nothing and must time out.
+the data it had queued is lost with it, and peers hear nothing and must time out. A segment a
+peer sends to a power-lost stream is retransmitted (every RETRANSMIT_MS) while the machine is
+off; once it is back up (`host_restarted`), its TCP stack knows no such connection and answers
+RST (RFC 793, "Reset Generation"), so the peer learns of the crash at its next send.
 
 TLS is modelled, not computed: a listener served with TlsSettings accepts only clients that
 connect with TlsSettings (either side alone: the "handshake" fails and both ends close, as a
@@ -75,6 +78,9 @@ class _Direction:
         if net.blocked and not net.path_up(self.src.local[0], self.dst.local[0]):
             net.kernel.schedule(RETRANSMIT_MS, self._pump)
             return
+        if self.dst._power_lost and self.queue and self.queue[0][0] <= now:
+            self._to_power_lost(now)
+            return
         delivered = False
         while self.queue and self.queue[0][0] <= now:
             _, kind, data = self.queue.popleft()
@@ -90,6 +96,21 @@ class _Direction:
         else:
             self.pumping = False
 
+    def _to_power_lost(self, now: float) -> None:
+        """Segments due at a stream whose machine lost power: retransmitted while it is off,
+        answered by RST once it is back (a sender that closed meanwhile gives up)."""
+        net = self.net
+        if self.src._closed or self.src._reset:
+            self.queue.clear()
+        elif self.dst.local[0] in net.down_hosts:
+            net.kernel.schedule(RETRANSMIT_MS, self._pump)
+            return
+        else:
+            self.queue.clear()
+            assert self.dst._out is not None  # set for both ends at connect
+            self.dst._out.send(_RST)  # from the machine's stack, back over the wire
+        self.pumping = False
+
 
 class SimStream(Stream):
     def __init__(self, net: SimNetwork, owner: Owner, local: tuple[str, int], peer: tuple[str, int]) -> None:
@@ -100,6 +121,7 @@ class SimStream(Stream):
         self._eof = False
         self._reset = False
         self._closed = False
+        self._power_lost = False  # its machine lost power with it open (see _Direction._to_power_lost)
         self._waiter: SimFuture | None = None
         self._out: _Direction | None = None
 
@@ -202,6 +224,7 @@ class SimStream(Stream):
             # Power loss: what this machine had yet to get onto the wire (or to retransmit across
             # a partition) died with it; the peer sees the stream stop.
             self._out.queue.clear()
+        self._power_lost = not notify_peer
         self._closed = True
 
 
@@ -226,6 +249,7 @@ class SimNetwork:
         self.blocked: dict[tuple[str, str], int] = {}
         self.clog_ms: dict[tuple[str, str], float] = {}
         self.streams: dict[str, list[SimStream]] = {}
+        self.down_hosts: set[str] = set()  # machines off after a power loss, until restarted
         self._ports: dict[str, int] = {}
         # The live world's advertised addresses: (host, port) a broker registers (127.0.0.1 and
         # the real port real clients use) -> the simulated node listening for it, so brokers
@@ -292,6 +316,12 @@ class SimNetwork:
             del self.listeners[key]
         for stream in self.streams.pop(host, []):
             stream._crash(notify_peers)
+        if not notify_peers:
+            self.down_hosts.add(host)
+
+    def host_restarted(self, host: str) -> None:
+        """The machine is up again: segments for its old connections now meet an RST."""
+        self.down_hosts.discard(host)
 
     # -- sockets
     def _ephemeral_port(self, host: str) -> int:

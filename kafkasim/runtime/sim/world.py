@@ -229,6 +229,7 @@ class SimNode:
         self.incarnation += 1
         self.owner = Owner(self.name)
         self.runtime = SimNodeRuntime(self.world, self, self.owner)
+        self.world.net.host_restarted(self.name)
         self.world.emit(self.name, "node_restart", {"incarnation": self.incarnation})
         return self.runtime
 

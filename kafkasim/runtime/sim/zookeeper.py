@@ -99,6 +99,10 @@ class SimZkClient(ZkClient):
             raise NodeDead(self.owner.name)
         if self._closed:
             raise SessionExpiredError("session closed")
+        if self._state == "expired":
+            # ZooKeeper's ClientCnxn: a handle whose session expired is CLOSED and fails every
+            # later operation with SESSIONEXPIRED at once, reachable or not (not CONNECTIONLOSS).
+            raise SessionExpiredError(f"session {self.session_id:#x} expired")
 
     def _path_up(self) -> bool:
         net, zk = self.server.net, self.server.host

@@ -50,3 +50,33 @@ def test_a_pipelined_read_rides_on_the_next_request_at_no_cost() -> None:
     for key in ("created_at", "next_at", "next_draw"):
         assert piped[key] == plain[key], key
     assert piped["after_close"] == plain["after_close"] == "expired"
+
+
+def test_a_session_known_expired_fails_every_later_operation_at_once_even_cut_off() -> None:
+    """ZooKeeper's ClientCnxn answers SESSIONEXPIRED to any operation on a handle whose session
+    expired, reachable or not; before, a partition made it ConnectionLoss after timeout/3, which
+    ZooKeeperClient retries until the partition heals (holding up its session renewal, which
+    waits for the controller's running event to end on the old session)."""
+    world = SimWorld(5)
+    rt = world.add_node("n").runtime
+    out: dict[str, Any] = {}
+
+    async def main() -> None:
+        zk = await rt.coordination.connect(6_000)
+        world.zookeeper.expire(zk.session_id)
+        try:
+            await zk.get("/")
+        except SessionExpiredError:
+            out["first"] = "expired"
+        world.net.partition(["n"], ["zookeeper"])
+        t0 = rt.monotonic_ms()
+        try:
+            await zk.get("/")
+        except SessionExpiredError:
+            out["cut off"] = ("expired", rt.monotonic_ms() - t0)
+        except Exception as exc:
+            out["cut off"] = (type(exc).__name__, rt.monotonic_ms() - t0)
+
+    rt.spawn(main())
+    world.run(10_000)
+    assert out == {"first": "expired", "cut off": ("expired", 0.0)}
