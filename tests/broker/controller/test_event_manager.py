@@ -71,4 +71,12 @@ def test_clear_and_put_on_a_stopped_manager_does_not_block() -> None:
     manager = ControllerEventManager(rt, on_error)
     manager.stop()   # the controller shut down; a session expiry after that must not hang
     ev = manager.clear_and_put("Expire", body)
-    assert ev.started is not None and ev.started.done()
+    waited: list[float] = []
+
+    async def waiter() -> None:
+        await manager.await_processing(ev)
+        waited.append(world.now_ms())
+
+    rt.spawn(waiter(), name="session renewal")
+    world.run(100.0)
+    assert waited == [0.0]
