@@ -23,7 +23,8 @@ FILES = sorted(REGRESSIONS.glob("*.toml"))
 # and 125 since the consumer fetches from every leader at once (stop 7), nor the
 # power-loss-default-flush-swarm seeds 842 and 1184 of epoch-reused-after-power-loss since the
 # network answers a rebooted machine's old connections with RST (stop 7), so they only pin
-# "passes" (TODO next stop: find seeds that show them again); tests/harness/test_corruption.py and test_godseye_replicas.py pin the rules).
+# "passes" (next stop: find seeds that show them again); tests/harness/test_corruption.py,
+# test_godseye_replicas.py and test_epoch_reuse.py pin the rules).
 MUST_SHOW = {
     "bit-rot-seed-24": "leader-epoch-bit-flip",
     "bit-rot-seed-35": "corrupt-offset-propagated",
