@@ -47,7 +47,7 @@ from kafkasim.protocol import errors as E
 from kafkasim.records.batch import CREATE_TIME, LOG_APPEND_TIME, MAGIC_VALUE_V2, peek_magic
 from kafkasim.records.conversion import up_convert
 from kafkasim.records.errors import CorruptReason, CorruptRecordError
-from kafkasim.runtime.api import FileSystem, NodeRuntime, Task, ZkClient
+from kafkasim.runtime.api import FileSystem, Future, NodeRuntime, Task, ZkClient
 from kafkasim.storage.file_records import FileRecords
 from kafkasim.storage.log import AppendInfo, KafkaStorageError, LogConfig
 from kafkasim.storage.log_manager import LogManager
@@ -149,6 +149,8 @@ class ReplicaManager:
         self.leadership_listeners: list[Callable[[str, int, int], None]] = []
         self.resignation_listeners: list[Callable[[str, int, int | None], None]] = []
         self.controller_epoch = 0       # KafkaController.InitialControllerEpoch
+        # replicaStateChangeLock: the last LeaderAndIsr in progress (each waits for the one before)
+        self._state_change: Future[Any] | None = None
         self.topic_ids: dict[str, bytes] = {}
         self.offline = False
         # DelayedProduce and DelayedFetch (and the group coordinator's acks=all appends). Kafka
@@ -238,6 +240,22 @@ class ReplicaManager:
     # ---------------------------------------------------------------- LeaderAndIsr
     async def become_leader_or_follower(self, controller_epoch: int, partitions: list[LeaderAndIsrPartition],
                                         live_leaders: dict[int, Z.BrokerInfo]) -> tuple[int, dict[TopicPartition, int]]:
+        """One LeaderAndIsr at a time, in arrival order: Kafka's becomeLeaderOrFollower holds
+        replicaStateChangeLock throughout. Interleaved at an await (a disk write while becoming
+        leader), a request from an older controller checked its epochs before a newer one applied
+        its state, then lowered a partition's leader epoch (power-loss-default-flush-swarm 1885)."""
+        before, mine = self._state_change, self.rt.future()
+        self._state_change = mine
+        try:
+            if before is not None and not before.done():
+                await before
+            return await self._become_leader_or_follower(controller_epoch, partitions, live_leaders)
+        finally:
+            mine.set_result(None)
+
+    async def _become_leader_or_follower(self, controller_epoch: int, partitions: list[LeaderAndIsrPartition],
+                                         live_leaders: dict[int, Z.BrokerInfo]
+                                         ) -> tuple[int, dict[TopicPartition, int]]:
         if controller_epoch < self.controller_epoch:
             self.rt.trace("leader_and_isr_stale", controller_epoch=controller_epoch, known=self.controller_epoch)
             return E.STALE_CONTROLLER_EPOCH, {}
