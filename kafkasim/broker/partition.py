@@ -36,6 +36,7 @@ from kafkasim.broker.purgatory import DelayedOperationPurgatory, TopicPartitionO
 from kafkasim.protocol import errors as E
 from kafkasim.records.batch import MAGIC_VALUE_V2, BatchHeader, decode_batch_records, iter_batches, peek_magic
 from kafkasim.records.errors import CorruptReason, CorruptRecordError
+from kafkasim.runtime.api import Future
 from kafkasim.storage.file_records import FileRecords
 from kafkasim.storage.log import AppendInfo, Log, LogConfig
 from kafkasim.storage.log_validator import stamp_log_append_time, uses_log_append_time
@@ -217,6 +218,9 @@ class Partition:
         # a partition outside a ReplicaManager (unit tests).
         self.delayed_operations = delayed_operations
         self.offline = False
+        # Set while become_leader writes the new epoch's start offset: appends to the leader wait
+        # for it (Kafka's leaderIsrUpdateLock, held by makeLeader, taken by appendRecordsToLeader).
+        self._becoming_leader: Future[None] | None = None
         # A restarted replica resumes from its checkpointed high watermark (0 without one): what
         # it had beyond was never known to be committed.
         log.update_high_watermark(high_watermark if high_watermark is not None else
@@ -279,6 +283,25 @@ class Partition:
         self.try_complete_delayed_requests()
         return is_new_leader
 
+    async def become_leader(self, state: PartitionState) -> bool:
+        """make_leader, then the new epoch's start offset written to the leader-epoch checkpoint,
+        as one step for appends: Kafka's makeLeader does both under leaderIsrUpdateLock's write
+        lock (LeaderEpochFileCache.assign writes the file synchronously) and appendRecordsToLeader
+        takes its read lock, so no batch of the new epoch is appended before the epoch is on
+        disk and the broker has become leader. Without the wait an append of the new epoch ran
+        during the write, a power loss then cut it short, and the leader's record of having led
+        the epoch (`become_leader`) was lost while a follower kept the epoch's batches
+        (power-loss-default-flush-swarm seed 1442). Returns make_leader's answer."""
+        gate: Future[None] = self.rt.future()
+        self._becoming_leader = gate
+        try:
+            new = self.make_leader(state)
+            await self.log.maybe_assign_epoch_start_offset(state.leader_epoch, self.log.log_end_offset)
+        finally:
+            self._becoming_leader = None
+            gate.set_result(None)
+        return new
+
     def make_follower(self, state: PartitionState) -> bool:
         """LeaderAndIsr made this broker a follower of state.leader; returns whether the
         fetcher must (re)start (the leader epoch changed)."""
@@ -314,6 +337,8 @@ class Partition:
     async def append_records_to_leader(self, validated: ValidatedRecords, required_acks: int = 1,
                                        origin: AppendOrigin = AppendOrigin.CLIENT,
                                        verification_guard: VerificationGuard | None = None) -> AppendInfo:
+        while self._becoming_leader is not None:
+            await self._becoming_leader  # become_leader in progress (leaderIsrUpdateLock)
         if not self.is_leader:
             raise AppendError(E.NOT_LEADER_OR_FOLLOWER, f"not the leader of {self.topic}-{self.index}")
         if required_acks == -1 and len(self.isr) < self.min_insync_replicas:

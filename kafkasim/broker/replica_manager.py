@@ -223,9 +223,8 @@ class ReplicaManager:
 
     async def _make_leader(self, p: Partition, state: PartitionState) -> bool:
         self.fetcher_manager.remove_fetcher_for_partitions([(p.topic, p.index)])
-        new = p.make_leader(state)
         # The new epoch starts at the log end offset, recorded before any append of the epoch.
-        await p.log.maybe_assign_epoch_start_offset(state.leader_epoch, p.log.log_end_offset)
+        new = await p.become_leader(state)
         self.rt.trace("become_leader", topic=p.topic, partition=p.index, leader_epoch=state.leader_epoch,
                       isr=list(state.isr), log_end_offset=p.log.log_end_offset, high_watermark=p.high_watermark)
         # Only a partition that became leader here is an election for the coordinators (Kafka's

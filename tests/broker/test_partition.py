@@ -63,10 +63,8 @@ class Harness:
     async def lead(self, p: Partition, epoch: int, isr: list[int], replicas: list[int], partition_epoch: int,
                    recovery: int = LEADER_RECOVERY_RECOVERED) -> bool:
         """LeaderAndIsr making broker 0 leader, as ReplicaManager._make_leader applies it."""
-        new = p.make_leader(PartitionState(LEADER, epoch, isr, replicas, partition_epoch=partition_epoch,
-                                           leader_recovery_state=recovery))
-        await p.log.maybe_assign_epoch_start_offset(p.leader_epoch, p.log.log_end_offset)
-        return new
+        return await p.become_leader(PartitionState(LEADER, epoch, isr, replicas, partition_epoch=partition_epoch,
+                                                    leader_recovery_state=recovery))
 
     async def produce(self, p: Partition, n: int = 1, acks: int = 1) -> AppendInfo:
         """n single-record batches; the info of the last one."""
@@ -529,6 +527,32 @@ def test_make_leader_and_make_follower_epochs() -> None:
         # As follower it answers neither acks=all nor OffsetForLeaderEpoch.
         assert p.check_enough_replicas_reach_offset(1)[1] == E.NOT_LEADER_OR_FOLLOWER
         assert p.last_offset_for_leader_epoch(5, 4)[0] == E.NOT_LEADER_OR_FOLLOWER
+    run(body)
+
+
+def test_an_append_waits_until_become_leader_has_written_the_new_epoch() -> None:
+    """Kafka's makeLeader holds leaderIsrUpdateLock (write) while it writes the new epoch's start
+    to the leader-epoch checkpoint; appendRecordsToLeader takes the read lock. A produce arriving
+    during the write is appended after it, in the new epoch: none of the epoch's batches exists
+    before the broker has recorded (and traced) becoming its leader (seed 1442's power loss fell
+    between such an append and the `become_leader` that would have followed it)."""
+    async def body(h: Harness) -> None:
+        p = h.partition()
+        await h.lead(p, 0, [0], [0], 0)
+        await h.produce(p, 2)
+        seen: list[tuple[bool, int, int]] = []   # (become_leader done, batch offset, batch epoch)
+
+        async def produce() -> None:
+            info = await h.produce(p, 1)
+            batch = next(h for _, h in iter_batches(p.log.read(info.first_offset, 1 << 20)))
+            seen.append((becoming.done(), batch.base_offset, batch.partition_leader_epoch))
+
+        becoming = p.rt.spawn(p.become_leader(PartitionState(LEADER, 1, [0], [0], partition_epoch=1)))
+        producing = p.rt.spawn(produce())
+        await becoming
+        await producing
+        assert seen == [(True, 2, 1)]
+        assert p.log.leader_epoch_cache.end_offset_for(0, p.log_end_offset) == (0, 2)
     run(body)
 
 
