@@ -11,7 +11,13 @@ that only of a replica that has finished truncating against the current leader i
 still asks OffsetForLeaderEpoch, or cannot reach the leader yet) may hold a suffix the
 truncation will remove, but never below its *own* high watermark — what it knew to be
 committed survives every clean election. Such a replica is compared up to
-min(leader's HW, its own HW).
+min(leader's HW, its own HW) — and, when the leader lost power and then led the partition from
+log end offset R (EpochReuseWatch.led_after_power_loss), below R only: a power loss can take
+records the leader had acknowledged (no flush per write), so what such a replica still holds at
+R and above, even below its own high watermark, is what its truncation will remove, not a
+replication bug (power-loss-default-flush-swarm seeds 1450, 1480: the follower's fetcher was
+waiting out replica.socket.timeout.ms on the leader's previous incarnation). The lost records
+are lost-write.
 
 leader-epoch-bit-flip: a replica's batch that equals the leader's in offsets and CRC but whose
 partition leader epoch differs by exactly one bit, on a partition whose log a disk flipped
@@ -177,6 +183,9 @@ def check_replicas(cluster: SimCluster, bit_flipped: set[TopicPartition] | None 
             end = min(hw, replica.log.log_end_offset)
             if not _reconciled(server, (topic, index), leader_rm.broker_id, leader.leader_epoch):
                 end = min(end, replica.high_watermark)
+                resumed_at = epoch_reuse.led_after_power_loss(leader_name, (topic, index)) if epoch_reuse else None
+                if resumed_at is not None:
+                    end = min(end, resumed_at)
             theirs = _safe_batches(replica.log, start, end)
             if theirs is None:
                 continue

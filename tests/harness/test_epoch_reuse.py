@@ -77,3 +77,32 @@ def test_an_older_epochs_batch_above_where_the_leader_resumed_counts_only_with_t
     assert w.explains(TP, [266, 266, 2, 1]) is None
     assert w.explains(TP, [265, 265, 2, 1], {3}) is None      # below the resume offset: both had it
     assert w.explains(TP, [266, 266, 4, 1], {4}) is None      # a newer epoch: not this
+
+
+def test_led_after_power_loss_is_where_a_broker_first_led_each_partition_after_losing_power() -> None:
+    # Seed 1480: broker-2 lost power, restarted with events-2 at 32 and was elected leader of a
+    # new epoch (4) from there; broker-0 had not truncated against it yet.
+    w = EpochReuseWatch()
+    _leader(w, "broker-2", 1, 0, partition=2)
+    assert w.led_after_power_loss("broker-2", ("events", 2)) is None    # no power loss yet
+    _crash(w, "broker-2", "power")
+    _leader(w, "broker-2", 4, 32, partition=2)
+    _leader(w, "broker-2", 5, 90, partition=2)                          # later elections: not a restart
+    assert w.led_after_power_loss("broker-2", ("events", 2)) == 32
+    assert w.led_after_power_loss("broker-2", ("events", 0)) is None    # another partition
+    assert w.led_after_power_loss("broker-0", ("events", 2)) is None    # another broker
+    assert w.reused == {}                                                # a new epoch is no reuse
+
+
+def test_led_after_power_loss_keeps_the_lowest_over_several_losses_and_ignores_kills() -> None:
+    w = EpochReuseWatch()
+    _crash(w, "broker-1", "kill")
+    _leader(w, "broker-1", 1, 10)
+    assert w.led_after_power_loss("broker-1", TP) is None               # a kill loses nothing written
+    _crash(w, "broker-1", "power")
+    _leader(w, "broker-1", 2, 80)
+    _crash(w, "broker-1", "power")
+    _leader(w, "broker-1", 3, 60)
+    _crash(w, "broker-1", "power")
+    _leader(w, "broker-1", 4, 70)
+    assert w.led_after_power_loss("broker-1", TP) == 60
