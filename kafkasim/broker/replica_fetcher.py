@@ -366,6 +366,8 @@ class ReplicaFetcherThread:
             return True
         self.rt.trace("replica_fetch_partition_failed", topic=tp[0], partition=tp[1], leader=self.leader.broker_id,
                       first_offset=first.base_offset, log_end_offset=log.log_end_offset)
+        self.manager.failed_partitions[tp] = {"leader": self.leader.broker_id, "first_offset": first.base_offset,
+                                              "log_end_offset": log.log_end_offset}
         self.partitions.pop(tp, None)
         return False
 
@@ -409,6 +411,9 @@ class ReplicaFetcherManager:
         self.rm = rm
         self.threads: dict[int, ReplicaFetcherThread] = {}
         self.assigned: dict[TopicPartition, int] = {}
+        # AbstractFetcherManager.failedPartitions: those a thread stopped fetching (an unexpected
+        # append offset), with what it saw; gone once a LeaderAndIsr adds or removes them again.
+        self.failed_partitions: dict[TopicPartition, dict[str, int]] = {}
 
     def add_fetcher_for_partitions(self, states: dict[TopicPartition, tuple[Z.BrokerInfo, PartitionFetchState]]
                                    ) -> None:
@@ -424,11 +429,13 @@ class ReplicaFetcherManager:
                 thread.start()
             by_leader.setdefault(leader.broker_id, {})[tp] = st
             self.assigned[tp] = leader.broker_id
+            self.failed_partitions.pop(tp, None)
         for bid, sts in sorted(by_leader.items()):
             self.threads[bid].add_partitions(sts)
 
     def remove_fetcher_for_partitions(self, tps: list[TopicPartition]) -> None:
         for tp in tps:
+            self.failed_partitions.pop(tp, None)
             bid = self.assigned.pop(tp, None)
             if bid is not None and bid in self.threads:
                 self.threads[bid].remove_partitions([tp])

@@ -57,7 +57,7 @@ def _fetcher(rt: Any, log: Log, client: OneAnswerClient, leader_epoch: int) -> t
                                 appended=appended, append_records_to_follower=append_records_to_follower)
     rm = SimpleNamespace(rt=rt, replication=ReplicationConfig(), broker_id=1, inter_broker_security=None,
                          get_partition=lambda *_: partition, truncate_partition=truncate_partition)
-    thread = ReplicaFetcherThread(SimpleNamespace(rm=rm), BrokerInfo(0, "broker-0", 9092, None))  # type: ignore[arg-type]
+    thread = ReplicaFetcherThread(SimpleNamespace(rm=rm, failed_partitions={}), BrokerInfo(0, "broker-0", 9092, None))  # type: ignore[arg-type]
     thread.client = client  # type: ignore[assignment]
     thread.partitions[TP] = PartitionFetchState(b"\0" * 16, log.log_end_offset, leader_epoch, truncating=False)
     return thread, partition
@@ -193,10 +193,11 @@ def test_a_batch_below_the_log_end_marks_the_partition_failed_and_leaves_no_hole
         _append(log, 7, 3)
         thread, partition = _fetcher(rt, log, client, leader_epoch=7)
         await thread._fetch([TP])
-        return log.log_end_offset, partition.appended, TP in thread.partitions
+        return log.log_end_offset, partition.appended, TP in thread.partitions, thread.manager.failed_partitions
 
-    leo, appended, still_fetching = _run(world, rt, body)
+    leo, appended, still_fetching, failed = _run(world, rt, body)
     assert (leo, appended, still_fetching) == (3, [], False)
+    assert failed == {TP: {"leader": 0, "first_offset": 2, "log_end_offset": 3}}   # what the liveness phase reads
     trace = out.getvalue()
     assert '"ev":"replica_fetch_partition_failed","first_offset":2' in trace
 
