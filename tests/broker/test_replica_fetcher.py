@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 
 from kafkasim.broker.config import ReplicationConfig
-from kafkasim.broker.replica_fetcher import PartitionFetchState, ReplicaFetcherThread
+from kafkasim.broker.replica_fetcher import PartitionFetchState, ReplicaFetcherManager, ReplicaFetcherThread
 from kafkasim.broker.zk.zk_data import BrokerInfo
 from kafkasim.protocol import errors as E
 from kafkasim.protocol.messages.fetch import FetchResponse
@@ -53,10 +53,14 @@ def _fetcher(rt: Any, log: Log, client: OneAnswerClient, leader_epoch: int) -> t
     async def truncate_partition(p: Any, offset: int) -> None:
         await p.log.truncate_to(offset)
 
+    async def truncate_partition_fully(p: Any, offset: int) -> None:
+        await p.log.truncate_fully_and_start_at(offset)
+
     partition = SimpleNamespace(log=log, leader_epoch=leader_epoch, offline=False, high_watermark=0,
                                 appended=appended, append_records_to_follower=append_records_to_follower)
     rm = SimpleNamespace(rt=rt, replication=ReplicationConfig(), broker_id=1, inter_broker_security=None,
-                         get_partition=lambda *_: partition, truncate_partition=truncate_partition)
+                         get_partition=lambda *_: partition, truncate_partition=truncate_partition,
+                         truncate_partition_fully=truncate_partition_fully)
     thread = ReplicaFetcherThread(SimpleNamespace(rm=rm, failed_partitions={}), BrokerInfo(0, "broker-0", 9092, None))  # type: ignore[arg-type]
     thread.client = client  # type: ignore[assignment]
     thread.partitions[TP] = PartitionFetchState(b"\0" * 16, log.log_end_offset, leader_epoch, truncating=False)
@@ -216,14 +220,25 @@ def test_an_empty_log_inside_the_first_batch_starts_over_at_its_base() -> None:
         await log.truncate_fully_and_start_at(5)
         thread, partition = _fetcher(rt, log, client, leader_epoch=7)
         thread.partitions[TP].fetch_offset = 5
-
-        async def truncate_partition_fully(p: Any, offset: int) -> None:
-            await p.log.truncate_fully_and_start_at(offset)
-
-        thread.rm.truncate_partition_fully = truncate_partition_fully
         await thread._fetch([TP])
         return log.log_start_offset, log.log_end_offset, partition.appended, TP in thread.partitions
 
     start, leo, appended, still_fetching = _run(world, rt, body)
     assert (start, leo) == (3, 3) and appended == [data] and still_fetching
     assert "replica_fetch_partition_failed" not in out.getvalue()
+
+
+def test_a_leader_and_isr_that_adds_or_removes_a_failed_partition_clears_its_failure() -> None:
+    # AbstractFetcherManager.addFetcherForPartitions and removeFetcherForPartitions both take the
+    # partitions out of failedPartitions: only a partition still failed is a stall to name.
+    world = SimWorld(1, trace_out=io.StringIO())
+    rt = world.add_node("broker-1").runtime
+    manager = ReplicaFetcherManager(SimpleNamespace(rt=rt, replication=ReplicationConfig()))  # type: ignore[arg-type]
+    seen = {"leader": 0, "first_offset": 2, "log_end_offset": 3}
+    manager.failed_partitions.update({TP: dict(seen), ("events", 0): dict(seen), ("events", 1): dict(seen)})
+    leader = BrokerInfo(0, "broker-0", 9092, None)
+    manager.threads[0] = ReplicaFetcherThread(manager, leader)   # not started: no fetching here
+    manager.add_fetcher_for_partitions({TP: (leader, PartitionFetchState(b"\0" * 16, 3, 8))})
+    manager.remove_fetcher_for_partitions([("events", 0)])
+    assert manager.failed_partitions == {("events", 1): seen}
+    manager.shutdown()
