@@ -338,16 +338,9 @@ class ReplicaFetcherThread:
                 return
             if it.partial:  # a trailing partial batch (max bytes cut it): keep the whole ones
                 data = data[:it.position]
-            if headers and headers[0][1].base_offset != st.fetch_offset:
-                # A batch that starts below the fetch offset (compaction, a longer first batch):
-                # keep only those at or above it, as the log requires.
-                keep = [(pos, h) for pos, h in headers if h.base_offset >= st.fetch_offset]
-                if not keep:
-                    headers = []
-                else:
-                    start = keep[0][0]
-                    data = data[start:]
-                    headers = [(pos - start, h) for pos, h in keep]
+            if headers and headers[0][1].base_offset < st.fetch_offset and not await self._below_fetch_offset(
+                    tp, p, st, headers[0][1]):
+                return
         try:
             await p.append_records_to_follower(data if headers else b"", headers, pd.high_watermark,
                                                pd.log_start_offset)
@@ -356,6 +349,27 @@ class ReplicaFetcherThread:
             self.partitions.pop(tp, None)
             return
         st.fetch_offset = p.log.log_end_offset
+
+    async def _below_fetch_offset(self, tp: TopicPartition, p: Partition, st: PartitionFetchState,
+                                  first: Any) -> bool:
+        """The leader's first batch starts below our log end: may we append it? Kafka's
+        UnifiedLog.append throws UnexpectedAppendOffsetException. Partition.appendRecordsToFollower
+        recovers only an empty log whose start falls inside the batch (DeleteRecords moved the
+        leader's start mid-batch): it starts over at the batch's base. Otherwise the logs differ
+        (a follower that kept records its leader lost), and AbstractFetcherThread marks the
+        partition failed: it stops fetching until a LeaderAndIsr adds it again. Appending the
+        batches after it instead would leave a hole in a replica that then rejoins the ISR."""
+        log = p.log
+        if log.log_end_offset == log.log_start_offset and first.last_offset >= log.log_end_offset:
+            await self.rm.truncate_partition_fully(p, first.base_offset)
+            st.fetch_offset = p.log.log_end_offset
+            return True
+        self.rt.trace("replica_fetch_partition_failed", topic=tp[0], partition=tp[1], leader=self.leader.broker_id,
+                      first_offset=first.base_offset, log_end_offset=log.log_end_offset)
+        self.manager.failed_partitions[tp] = {"leader": self.leader.broker_id, "first_offset": first.base_offset,
+                                              "log_end_offset": log.log_end_offset}
+        self.partitions.pop(tp, None)
+        return False
 
     async def _handle_out_of_range(self, tp: TopicPartition, p: Partition, st: PartitionFetchState) -> None:
         """AbstractFetcherThread.fetchOffsetAndTruncate."""
@@ -397,6 +411,9 @@ class ReplicaFetcherManager:
         self.rm = rm
         self.threads: dict[int, ReplicaFetcherThread] = {}
         self.assigned: dict[TopicPartition, int] = {}
+        # AbstractFetcherManager.failedPartitions: those a thread stopped fetching (an unexpected
+        # append offset), with what it saw; gone once a LeaderAndIsr adds or removes them again.
+        self.failed_partitions: dict[TopicPartition, dict[str, int]] = {}
 
     def add_fetcher_for_partitions(self, states: dict[TopicPartition, tuple[Z.BrokerInfo, PartitionFetchState]]
                                    ) -> None:
@@ -412,11 +429,13 @@ class ReplicaFetcherManager:
                 thread.start()
             by_leader.setdefault(leader.broker_id, {})[tp] = st
             self.assigned[tp] = leader.broker_id
+            self.failed_partitions.pop(tp, None)
         for bid, sts in sorted(by_leader.items()):
             self.threads[bid].add_partitions(sts)
 
     def remove_fetcher_for_partitions(self, tps: list[TopicPartition]) -> None:
         for tp in tps:
+            self.failed_partitions.pop(tp, None)
             bid = self.assigned.pop(tp, None)
             if bid is not None and bid in self.threads:
                 self.threads[bid].remove_partitions([tp])

@@ -74,11 +74,12 @@ def required_records(history: History, topic: str, results: list[CheckResult], e
 
 
 def run_liveness_phase(world: SimWorld, cluster: SimCluster, faults: Owner, spec: ProbeSpec,
-                       step: Callable[[], None] = lambda: None, flipped: set[TopicPartition] | None = None
-                       ) -> tuple[list[CheckResult], dict[str, Any]]:
+                       step: Callable[[], None] = lambda: None, flipped: set[TopicPartition] | None = None,
+                       power_loss: bool = False) -> tuple[list[CheckResult], dict[str, Any]]:
     """Heal, probe until converged or `spec.deadline_ms`; the checks (liveness first, then
-    leader-epoch-flip-stall when it did not converge) and run.json's `liveness_phase`.
-    `flipped`: the partitions whose log some disk flipped bits in."""
+    leader-epoch-flip-stall and unexpected-append-stall when it did not converge) and run.json's
+    `liveness_phase`. `flipped`: the partitions whose log some disk flipped bits in;
+    `power_loss`: whether the run's faults include a power loss."""
     start = world.now_ms()
     healed = heal_all(world, cluster, faults)
     probe = Probe(spec)
@@ -99,12 +100,13 @@ def run_liveness_phase(world: SimWorld, cluster: SimCluster, faults: Owner, spec
         return [CheckResult("liveness", [])], summary
     problems = probe.problems or [{"what": "probe", "error": "the probe did not finish a round"}]
     stalls, problems = split_epoch_flip_stalls(cluster, problems, flipped or set())
-    stalled = CheckResult("leader-epoch-flip-stall", stalls)
+    failed, problems = split_unexpected_append_stalls(cluster, problems) if power_loss else ([], problems)
+    named = [CheckResult("leader-epoch-flip-stall", stalls), CheckResult(UNEXPECTED_APPEND_STALL, failed)]
     if not problems:
-        return [CheckResult("liveness", []), stalled], summary
+        return [CheckResult("liveness", []), *named], summary
     return [CheckResult("liveness", [Anomaly("liveness", {
         "reason": "the healed cluster did not converge within heal.liveness_ms", "deadline_ms": spec.deadline_ms,
-        "stuck": problems[:20], "stuck_count": len(problems)})]), stalled], summary
+        "stuck": problems[:20], "stuck_count": len(problems)})]), *named], summary
 
 
 # A leader epoch bit flipped on disk (not CRC-covered) that a follower took into its epoch cache
@@ -157,6 +159,48 @@ def _epoch_flip_stalled(cluster: SimCluster, problem: dict[str, Any],
     return out
 
 
+# A follower whose fetched batch starts below its log end (a power-lost leader came back and rewrote
+# the offsets the follower still holds, in other batches: epoch-reused-after-power-loss) is out of
+# the ISR for good in Kafka 3.9 as well: UnifiedLog.append throws UnexpectedAppendOffsetException,
+# AbstractFetcherThread marks the partition failed and fetches it no more until a LeaderAndIsr
+# adds it again, and the healed cluster sends none (the leader's epoch does not change). The log's
+# divergence stands, not a new replication bug: named on its own, for a power-loss scenario to
+# expect. A stuck replica the fetcher did not mark failed keeps the problem a liveness failure.
+UNEXPECTED_APPEND_STALL = "unexpected-append-stall"
+
+
+def split_unexpected_append_stalls(cluster: SimCluster, problems: list[dict[str, Any]]
+                                   ) -> tuple[list[Anomaly], list[dict[str, Any]]]:
+    """The stuck-ISR problems every missing replica of which is a partition its fetcher marked
+    failed after an unexpected append offset, as anomalies; and the other problems."""
+    stalls, rest = [], []
+    for problem in problems:
+        failed = _failed_after_unexpected_append(cluster, problem)
+        if failed:
+            stalls.append(Anomaly(UNEXPECTED_APPEND_STALL, {**problem, "failed": failed}))
+        else:
+            rest.append(problem)
+    return stalls, rest
+
+
+def _failed_after_unexpected_append(cluster: SimCluster, problem: dict[str, Any]) -> list[dict[str, Any]]:
+    """For an "isr" problem: what each missing replica's fetcher saw when it marked the partition
+    failed (all of them, or none)."""
+    if problem.get("what") != "isr" or not problem.get("missing"):
+        return []
+    topic, _, index = str(problem["partition"]).rpartition("-")
+    tp = (topic, int(index))
+    names = {s.config.broker_id: n for n, s in cluster.live_servers()}
+    out = []
+    for broker_id in problem["missing"]:
+        rm = cluster.replica_manager(names.get(broker_id, ""))
+        seen = rm.fetcher_manager.failed_partitions.get(tp) if rm is not None else None
+        if seen is None:
+            return []
+        out.append({"replica": broker_id, **seen})
+    return out
+
+
 def _hole_offsets(topic: str, results: list[CheckResult],
                   holes: set[tuple[str, int, int]] | None) -> set[tuple[str, int, int]]:
     """Every offset of a hole: where the follower trace saw it open (`holes`), and each offset of a
@@ -192,4 +236,5 @@ def liveness_phase(world: SimWorld, cluster: SimCluster, faults: Owner, scenario
     if not completed:
         return [], {"skipped": "the workload did not finish (the liveness check says so)"}
     spec.deadline_ms = world.now_ms() + scenario.liveness_ms
-    return run_liveness_phase(world, cluster, faults, spec, step, flipped)
+    power_loss = any(f.kind == "crash" and f.mode == "power" for f in scenario.faults)
+    return run_liveness_phase(world, cluster, faults, spec, step, flipped, power_loss)

@@ -22,7 +22,7 @@ ANOMALY_KINDS = ("lost-write", "duplicate", "reorder", "inconsistent-offsets", "
                  "recovered-not-prefix", "unwritten-bytes", "hw-above-isr-replica", "hw-regression",
                  "leader-epoch-regression", "controller-epoch-regression", "two-leaders-one-epoch",
                  "leader-epoch-bit-flip", "leader-epoch-flip-stall", "corrupt-offset-delivered",
-                 "corrupt-offset-propagated", "epoch-reused-after-power-loss",
+                 "corrupt-offset-propagated", "epoch-reused-after-power-loss", "unexpected-append-stall",
                  "aborted-read", "uncommitted-read", "torn-transaction", "lost-committed-write", "unseen-committed",
                  "eos-duplicate", "eos-missing", "eos-offsets", "g1c", "lso-above-high-watermark",
                  "transaction-past-timeout", "missing-marker")

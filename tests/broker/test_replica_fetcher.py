@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 
 from kafkasim.broker.config import ReplicationConfig
-from kafkasim.broker.replica_fetcher import PartitionFetchState, ReplicaFetcherThread
+from kafkasim.broker.replica_fetcher import PartitionFetchState, ReplicaFetcherManager, ReplicaFetcherThread
 from kafkasim.broker.zk.zk_data import BrokerInfo
 from kafkasim.protocol import errors as E
 from kafkasim.protocol.messages.fetch import FetchResponse
@@ -53,11 +53,15 @@ def _fetcher(rt: Any, log: Log, client: OneAnswerClient, leader_epoch: int) -> t
     async def truncate_partition(p: Any, offset: int) -> None:
         await p.log.truncate_to(offset)
 
+    async def truncate_partition_fully(p: Any, offset: int) -> None:
+        await p.log.truncate_fully_and_start_at(offset)
+
     partition = SimpleNamespace(log=log, leader_epoch=leader_epoch, offline=False, high_watermark=0,
                                 appended=appended, append_records_to_follower=append_records_to_follower)
     rm = SimpleNamespace(rt=rt, replication=ReplicationConfig(), broker_id=1, inter_broker_security=None,
-                         get_partition=lambda *_: partition, truncate_partition=truncate_partition)
-    thread = ReplicaFetcherThread(SimpleNamespace(rm=rm), BrokerInfo(0, "broker-0", 9092, None))  # type: ignore[arg-type]
+                         get_partition=lambda *_: partition, truncate_partition=truncate_partition,
+                         truncate_partition_fully=truncate_partition_fully)
+    thread = ReplicaFetcherThread(SimpleNamespace(rm=rm, failed_partitions={}), BrokerInfo(0, "broker-0", 9092, None))  # type: ignore[arg-type]
     thread.client = client  # type: ignore[assignment]
     thread.partitions[TP] = PartitionFetchState(b"\0" * 16, log.log_end_offset, leader_epoch, truncating=False)
     return thread, partition
@@ -165,3 +169,76 @@ def test_a_fenced_answer_for_an_old_epoch_keeps_the_state_a_leader_and_isr_added
         return None if st is None else (st.current_leader_epoch, st.truncating)
 
     assert _run(world, rt, body) == (5, True)   # still there, to be truncated at epoch 5
+
+
+def _answer(data: bytes, high_watermark: int) -> FetchResponse:
+    return FetchResponse(responses=[FetchResponse.FetchableTopicResponse(topic=TP[0], partitions=[
+        PD(partition_index=TP[1], error_code=0, high_watermark=high_watermark, log_start_offset=0, records=data)])])
+
+
+def _leader_batches(*spans: tuple[int, int]) -> bytes:
+    """The leader's batches as a fetch answer carries them: (base offset, record count) each."""
+    return b"".join(build_batch([Record(1000, None, b"v%d" % i) for i in range(n)], base_offset=base,
+                                partition_leader_epoch=7) for base, n in spans)
+
+
+def test_a_batch_below_the_log_end_marks_the_partition_failed_and_leaves_no_hole() -> None:
+    # power-loss-default-flush-swarm seed 1184 (--buggify): the follower held 0-2, the leader's
+    # batch 2-3 overlaps it. Kafka's UnifiedLog.append throws UnexpectedAppendOffsetException and
+    # AbstractFetcherThread marks the partition failed. Dropping 2-3 and appending 4-5 instead left
+    # offset 3 missing from a replica that then rejoined the ISR.
+    out = io.StringIO()
+    world = SimWorld(1, trace_out=out)
+    rt = world.add_node("broker-1").runtime
+    client = OneAnswerClient(_answer(_leader_batches((2, 2), (4, 2)), high_watermark=6))
+
+    async def body() -> Any:
+        log = await Log.load(rt, "events-2", LogConfig())
+        _append(log, 7, 3)
+        thread, partition = _fetcher(rt, log, client, leader_epoch=7)
+        await thread._fetch([TP])
+        return log.log_end_offset, partition.appended, TP in thread.partitions, thread.manager.failed_partitions
+
+    leo, appended, still_fetching, failed = _run(world, rt, body)
+    assert (leo, appended, still_fetching) == (3, [], False)
+    assert failed == {TP: {"leader": 0, "first_offset": 2, "log_end_offset": 3}}   # what the liveness phase reads
+    trace = out.getvalue()
+    assert '"ev":"replica_fetch_partition_failed","first_offset":2' in trace
+
+
+def test_an_empty_log_inside_the_first_batch_starts_over_at_its_base() -> None:
+    # Partition.appendRecordsToFollowerOrFutureReplica's one recovery: an empty log whose start
+    # falls inside the batch (the leader's DeleteRecords start mid-batch) restarts at the base.
+    out = io.StringIO()
+    world = SimWorld(1, trace_out=out)
+    rt = world.add_node("broker-1").runtime
+    data = _leader_batches((3, 4))
+    client = OneAnswerClient(_answer(data, high_watermark=7))
+
+    async def body() -> Any:
+        log = await Log.load(rt, "events-2", LogConfig())
+        await log.truncate_fully_and_start_at(5)
+        thread, partition = _fetcher(rt, log, client, leader_epoch=7)
+        thread.partitions[TP].fetch_offset = 5
+        await thread._fetch([TP])
+        return log.log_start_offset, log.log_end_offset, partition.appended, TP in thread.partitions
+
+    start, leo, appended, still_fetching = _run(world, rt, body)
+    assert (start, leo) == (3, 3) and appended == [data] and still_fetching
+    assert "replica_fetch_partition_failed" not in out.getvalue()
+
+
+def test_a_leader_and_isr_that_adds_or_removes_a_failed_partition_clears_its_failure() -> None:
+    # AbstractFetcherManager.addFetcherForPartitions and removeFetcherForPartitions both take the
+    # partitions out of failedPartitions: only a partition still failed is a stall to name.
+    world = SimWorld(1, trace_out=io.StringIO())
+    rt = world.add_node("broker-1").runtime
+    manager = ReplicaFetcherManager(SimpleNamespace(rt=rt, replication=ReplicationConfig()))  # type: ignore[arg-type]
+    seen = {"leader": 0, "first_offset": 2, "log_end_offset": 3}
+    manager.failed_partitions.update({TP: dict(seen), ("events", 0): dict(seen), ("events", 1): dict(seen)})
+    leader = BrokerInfo(0, "broker-0", 9092, None)
+    manager.threads[0] = ReplicaFetcherThread(manager, leader)   # not started: no fetching here
+    manager.add_fetcher_for_partitions({TP: (leader, PartitionFetchState(b"\0" * 16, 3, 8))})
+    manager.remove_fetcher_for_partitions([("events", 0)])
+    assert manager.failed_partitions == {("events", 1): seen}
+    manager.shutdown()

@@ -7,6 +7,7 @@ leaves the workload's history alone; `[heal] liveness = false` needs a reason.""
 from __future__ import annotations
 
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
 import pytest
@@ -196,4 +197,50 @@ def test_a_follower_stalled_by_a_flipped_epoch_is_named_and_the_rest_must_still_
     assert run["verdict"] == "pass" and not [a for a in run["anomalies"] if a["kind"] == "liveness"]
     unexpected = text.replace('"leader-epoch-flip-stall"', '"liveness"')  # same run, the stall not expected
     again = run_scenario(scenario_from_text(str(path), unexpected), 24, str(tmp_path / "b")).run
+    assert again["verdict"] == "fail" and again["trace_hash"] == run["trace_hash"]
+
+
+def _cluster_whose_fetchers_failed(failed: dict[int, set[tuple[str, int]]]) -> Any:
+    """A stand-in SimCluster: broker N is `broker-N`, its fetcher marked `failed[N]` failed."""
+    def rm(name: str) -> Any:
+        bid = int(name.rpartition("-")[2])
+        marked = {tp: {"leader": 0, "first_offset": 350, "log_end_offset": 353} for tp in failed.get(bid, set())}
+        return SimpleNamespace(fetcher_manager=SimpleNamespace(failed_partitions=marked))
+
+    servers = [(f"broker-{b}", SimpleNamespace(config=SimpleNamespace(broker_id=b))) for b in range(3)]
+    return SimpleNamespace(live_servers=lambda: servers, replica_manager=rm)
+
+
+def test_a_replica_its_fetcher_marked_failed_is_named_and_any_other_stuck_replica_is_not() -> None:
+    """power-loss-default-flush-swarm: a follower whose fetched batch started below its log end
+    stops fetching the partition (Kafka's markPartitionFailed) and stays out of the ISR:
+    unexpected-append-stall, with what the fetcher saw. A stuck ISR with one more missing
+    replica the fetcher did not fail, or any other problem, stays for the liveness check."""
+    cluster = _cluster_whose_fetchers_failed({2: {("events", 0), ("events", 1)}})
+    problems = [{"what": "isr", "partition": "events-0", "replicas": [0, 1, 2], "isr": [0, 1], "missing": [2]},
+                {"what": "isr", "partition": "events-1", "replicas": [0, 1, 2], "isr": [0], "missing": [1, 2]},
+                {"what": "isr", "partition": "events-2", "replicas": [0, 1, 2], "isr": [0, 1], "missing": [2]},
+                {"what": "produce", "partition": "events-0", "error": "timeout"}]
+    named, rest = heal.split_unexpected_append_stalls(cluster, problems)
+    [stall] = named
+    assert stall.kind == "unexpected-append-stall" and stall.detail["partition"] == "events-0"
+    assert stall.detail["failed"] == [{"replica": 2, "leader": 0, "first_offset": 350, "log_end_offset": 353}]
+    assert [p["partition"] for p in rest] == ["events-1", "events-2", "events-0"]
+
+
+def test_a_follower_its_fetcher_failed_is_expected_only_where_the_scenario_says(tmp_path: Path) -> None:
+    """power-loss-default-flush-swarm seed 279: broker-1's fetch after the leader's power loss gets
+    a batch from 330 with its log ending at 334, so its fetcher marks events-2 failed and it never
+    rejoins the ISR (as in Kafka 3.9). Named, with what the fetcher saw, and expected there; the
+    same run without the expectation fails."""
+    path = REGRESSIONS / "power-loss-default-flush-swarm-seed-279.toml"
+    text = path.read_text()
+    run = run_scenario(scenario_from_text(str(path), text), 279, str(tmp_path / "a")).run
+    [stall] = [a for a in run["anomalies"] if a["kind"] == "unexpected-append-stall"]
+    assert stall["expected"] and stall["detail"]["partition"] == "events-2" and stall["detail"]["missing"] == [1]
+    assert stall["detail"]["failed"] == [{"replica": 1, "leader": 2, "first_offset": 330, "log_end_offset": 334}]
+    assert run["verdict"] == "pass"
+    unexpected = text.replace(', "unexpected-append-stall"]', "]")
+    assert unexpected != text
+    again = run_scenario(scenario_from_text(str(path), unexpected), 279, str(tmp_path / "b")).run
     assert again["verdict"] == "fail" and again["trace_hash"] == run["trace_hash"]

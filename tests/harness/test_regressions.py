@@ -28,6 +28,7 @@ FILES = sorted(REGRESSIONS.glob("*.toml"))
 MUST_SHOW = {
     "bit-rot-seed-24": "leader-epoch-bit-flip",
     "bit-rot-seed-35": "corrupt-offset-propagated",
+    "power-loss-default-flush-swarm-seed-279": "unexpected-append-stall",
 }
 
 
