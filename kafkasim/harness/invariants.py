@@ -10,7 +10,8 @@ briefly in the ISR without the data it had acknowledged).
                                of its (maximal) ISR that follows it in the same or an older
                                epoch — the high watermark is what the ISR has. Exempt: a
                                follower restarted after a power loss, until it has caught up to
-                               the leader's high watermark or left the ISR once; and one that
+                               the high watermark of a leader that had not lost power itself
+                               (seed 252) or left the ISR once; and one that
                                truncated to a leader which had lost power (it inherits the loss),
                                until it has caught up to a leader that had not, or left the ISR
                                (seed 210: a stale ISR member with the old tail and high watermark
@@ -171,8 +172,10 @@ class InvariantMonitor:
                 continue  # not a live follower of this leader (or it already follows a newer one)
             leo = replica.log.log_end_offset
             if leo >= hw:
-                self._cleared[(follower, tp)] = now
+                # A power-lost leader's high watermark is its short one: catching up to it ends no
+                # exemption (seed 252: it may be below the pre-loss one a stale ISR member leads with).
                 if not self._lost_power_on(name, tp):
+                    self._cleared[(follower, tp)] = now
                     self._inherited_cleared[(follower, tp)] = now
             elif self._suspect_since.get(follower, -1.0) > self._cleared.get((follower, tp), -1.0):
                 continue  # lost its page cache to a power loss and has not caught up yet: Kafka allows it

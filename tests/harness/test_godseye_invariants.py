@@ -150,6 +150,38 @@ def test_a_follower_truncated_to_a_power_lost_leader_inherits_its_exemption() ->
     assert _count(m2, "hw-above-isr-replica") == 1
 
 
+def test_catching_up_to_a_power_lost_leader_ends_no_exemption() -> None:
+    """power-loss-default-flush-swarm seed 252: broker-0 and broker-2 both lost power; broker-2 came
+    back leading the same epoch with a short log (8) and high watermark 0, and broker-0 fetched up
+    to it. broker-1, which had not fetched since, kept the old tail and high watermark 10 and was
+    then elected (epoch 15), with broker-0 at 8 in its ISR. Kafka reaches that state: broker-0's
+    catch-up to broker-2's high watermark 0 proved nothing, so its own exemption holds until it
+    catches up to a leader that kept its data."""
+    m, world, p = _monitor(broker_0=FakePartition(14, False, leo=5),
+                           broker_1=FakePartition(14, False, high_watermark=10, leo=10),
+                           broker_2=FakePartition(14, True, high_watermark=0, leo=8))
+    for name in ("broker-0", "broker-2"):
+        m.on_event(name, "node_crash", {"mode": "power"})
+    world.t = 5.0
+    for name in ("broker-0", "broker-2"):
+        m.on_event(name, "node_restart", {})
+    world.t, p["broker-0"].leo = 6.0, 8
+    m.check_partition(TP)                 # broker-0 at 8 >= broker-2's high watermark 0
+    world.t = 7.0
+    p["broker-2"].is_leader = False
+    p["broker-1"].is_leader = True
+    for part in p.values():
+        part.leader_epoch = 15
+    m.on_event("broker-1", "become_leader", {"topic": TP[0], "partition": TP[1], "leader_epoch": 15})
+    assert _count(m, "hw-above-isr-replica") == 0
+    p["broker-0"].leo = p["broker-2"].leo = 10   # caught up to a leader that kept its data ...
+    world.t = 8.0
+    m.check_partition(TP)
+    p["broker-0"].leo, world.t = 9, 9.0         # ... so falling behind again is a violation
+    m.check_partition(TP)
+    assert _count(m, "hw-above-isr-replica") == 1
+
+
 def test_a_follower_already_in_a_newer_epoch_and_a_replica_out_of_the_isr_are_not_held_to_it() -> None:
     m, _, _ = _monitor(broker_0=FakePartition(3, True, high_watermark=10, leo=12, maximal_isr=[0, 1]),
                        broker_1=FakePartition(4, False, leo=2), broker_2=FakePartition(3, False, leo=0))
