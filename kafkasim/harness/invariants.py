@@ -5,13 +5,13 @@ believes it leads, with its older epoch; a follower that lost its page cache to 
 briefly in the ISR without the data it had acknowledged).
 
   hw-above-isr-replica         the leader of a partition (the live one with the highest leader
-                               epoch, unless a broker has become leader in a newer one) never
-                               has a high watermark above the log end offset of a live member
-                               of its (maximal) ISR that follows it in the same or an older
-                               epoch — the high watermark is what the ISR has. Exempt: a
-                               follower restarted after a power loss, until it has caught up to
-                               the high watermark of a leader that had not lost power itself
-                               (seed 252) or left the ISR once; and one that
+                               epoch, unless a broker has become leader in a newer one, traced
+                               or seen leading) never has a high watermark above the log end
+                               offset of a live member of its (maximal) ISR that follows it in
+                               the same or an older epoch — the high watermark is what the ISR
+                               has. Exempt: a follower restarted after a power loss, until it has
+                               caught up to the high watermark of a leader that had not lost
+                               power itself (seed 252) or left the ISR once; and one that
                                truncated to a leader which had lost power (it inherits the loss),
                                until it has caught up to a leader that had not, or left the ISR
                                (seed 210: a stale ISR member with the old tail and high watermark
@@ -151,8 +151,12 @@ class InvariantMonitor:
                 self._violation("two-leaders-one-epoch", (tp, e1), topic=tp[0], partition=tp[1], leader_epoch=e1,
                                 leaders=[n1, n2])
         epoch, name, p = leaders[0]
+        # A leader seen counts as having become leader even if its become_leader was never traced
+        # (seed 702: paused between taking the epoch and tracing it, then lost power).
+        newest = max(epoch, self._newest_leader_epoch.get(tp, -1))
+        self._newest_leader_epoch[tp] = newest
         self._check_hw_monotonic(name, tp, epoch, p.high_watermark)
-        if epoch >= self._newest_leader_epoch.get(tp, -1):  # else a deposed leader: its ISR is stale
+        if epoch >= newest:  # else a deposed leader: its ISR is stale
             self._check_isr_has_hw(name, tp, p)
 
     def _check_hw_monotonic(self, name: str, tp: TopicPartition, epoch: int, hw: int) -> None:

@@ -182,6 +182,26 @@ def test_catching_up_to_a_power_lost_leader_ends_no_exemption() -> None:
     assert _count(m, "hw-above-isr-replica") == 1
 
 
+def test_a_leader_seen_but_never_traced_deposes_the_older_one() -> None:
+    """power-loss-default-flush-swarm seed 702: broker-0 took leader epoch 4 (ISR [0]) but paused
+    before tracing become_leader, then lost power. broker-1, whose session had expired, still
+    believed it led epoch 1 with ISR [1, 2, 0] (Kafka's makeFollowers ignores a LeaderAndIsr naming
+    no live leader), and broker-2 had come back short. broker-1 is a deposed leader: not judged."""
+    m, world, p = _monitor(broker_0=FakePartition(4, True, high_watermark=10, leo=10, maximal_isr=[0]),
+                           broker_1=FakePartition(1, True, high_watermark=10, leo=10),
+                           broker_2=FakePartition(-1, False, leo=7))
+    m.on_event("broker-1", "become_leader", {"topic": TP[0], "partition": TP[1], "leader_epoch": 1})
+    m.check_partition(TP)                 # broker-0 leads epoch 4; broker-2 is out of its ISR
+    world.nodes["broker-0"].alive = False
+    m.check_partition(TP)
+    assert _count(m, "hw-above-isr-replica") == 0
+    # The same stale ISR with no newer leader ever seen is judged.
+    m2, world2, _ = _monitor(broker_0=FakePartition(0, False, leo=10), broker_1=FakePartition(1, True,
+                             high_watermark=10, leo=10), broker_2=FakePartition(-1, False, leo=7))
+    m2.check_partition(TP)
+    assert _count(m2, "hw-above-isr-replica") == 1
+
+
 def test_a_follower_already_in_a_newer_epoch_and_a_replica_out_of_the_isr_are_not_held_to_it() -> None:
     m, _, _ = _monitor(broker_0=FakePartition(3, True, high_watermark=10, leo=12, maximal_isr=[0, 1]),
                        broker_1=FakePartition(4, False, leo=2), broker_2=FakePartition(3, False, leo=0))
