@@ -216,8 +216,13 @@ def test_kill_stops_every_task_and_refuses_later_calls(world: World) -> None:
             await victim.future()
 
         t1, t2 = victim.spawn(ticker()), victim.spawn(waiter())
+        # Kill once the ticker has ticked (a fixed 22 ms was not always enough on a loaded
+        # machine for the real world's first 5 ms tick), right after arming a timer.
+        for _ in range(1000):
+            if ticks:
+                break
+            await ctx.rt.sleep(1)
         victim.call_later(40, lambda: fired.append("timer"))
-        await ctx.rt.sleep(22)
         ctx.kill("victim")
         n = len(ticks)
         await ctx.rt.sleep(100)
