@@ -20,6 +20,9 @@ Every run of this checkout must pass (a fast wrong answer is worth nothing); the
 the same trace hash on both sides only if the change kept the trace (printed, not required). The
 default baseline still runs on simpy, which kafkasim itself no longer depends on: `pip install
 'simpy>=4.1,<5'` to measure against it.
+This checkout runs its native build (kafkasim/runtime/native.py: `python3 real/build_native.py` compiles the
+hot modules with mypyc) when the build is present and fresh, and pure Python otherwise; the failover
+table says which. `KAFKASIM_NATIVE=0 python bench/scenario_bench.py` measures it pure.
 Reports go to a temporary directory that is removed afterwards.
 """
 
@@ -46,16 +49,18 @@ def worker_failover(scenario_path: str, seeds: list[int], out: str) -> list[dict
     """Run in a subprocess whose PYTHONPATH is the tree under test."""
     from kafkasim.harness.runner import run_scenario
     from kafkasim.harness.scenario import load_scenario
-    from kafkasim.runtime.sim import kernel as kmod
+    from kafkasim.runtime.sim import world as wmod
 
+    # The kernel, through the world that makes it: SimWorld stays pure Python in the native build
+    # (real/build_native.py), while a compiled SimKernel's __init__ cannot be wrapped.
     kernels: list[Any] = []
-    init = kmod.SimKernel.__init__
+    init = wmod.SimWorld.__init__
 
-    def capture(self: Any) -> None:
-        init(self)
-        kernels.append(self)
+    def capture(self: Any, *args: Any, **kwargs: Any) -> None:
+        init(self, *args, **kwargs)
+        kernels.append(self.kernel)
 
-    kmod.SimKernel.__init__ = capture  # type: ignore[method-assign]
+    wmod.SimWorld.__init__ = capture  # type: ignore[method-assign]
     scenario = load_scenario(scenario_path)
     rows = []
     for seed in seeds:
@@ -65,10 +70,19 @@ def worker_failover(scenario_path: str, seeds: list[int], out: str) -> list[dict
         cpu, wall = time.process_time() - cpu0, time.perf_counter() - wall0
         k = kernels[0]
         scheduled = next(k._seq) if hasattr(k, "_seq") else next(k.env._eid)
-        rows.append({"seed": seed, "passed": result.passed, "sim_s": result.run["stats"]["sim_time_ms"] / 1000.0,
+        rows.append({"seed": seed, "passed": result.passed, "native": _native_active(), "sim_s": result.run["stats"]["sim_time_ms"] / 1000.0,
                      "wall_s": wall, "cpu_s": cpu, "events": scheduled, "trace_hash": result.run["trace_hash"],
                      "messages": result.run["stats"]["produced"]})
     return rows
+
+
+def _native_active() -> bool:
+    """Whether this worker runs the compiled build (kafkasim/runtime/native.py; a baseline has none)."""
+    try:
+        from kafkasim.runtime import native
+    except ImportError:
+        return False
+    return native.active()
 
 
 # ------------------------------------------------------------------ driver
@@ -116,6 +130,8 @@ def report_failover(peer: list[dict[str, Any]], this: list[dict[str, Any]]) -> N
                        ("CPU s per run", "cpu_s")):
         a, b = _med(peer, key), _med(this, key)
         print(f"  {label:28} {a:12.2f} {b:12.2f} {b / a:14.2f}")
+    modes = {"native (mypyc build)" if r["native"] else "pure Python" for r in this}
+    print(f"  this ran: {', '.join(sorted(modes))}")
     same = {r["seed"]: r["trace_hash"] for r in peer} == {r["seed"]: r["trace_hash"] for r in this}
     print(f"  trace hashes equal to the baseline's: {same}")
 

@@ -9,6 +9,12 @@ from typing import Iterator
 
 import pytest
 
+# The suite runs kafkasim pure (kafkasim/runtime/native.py) unless the environment chose: a few tests
+# monkeypatch functions that compiled callers would bind directly. tests/runtime/test_native.py runs the
+# compiled build and checks it gives the pure runs' trace hashes. Set before any compiled module
+# loads (the kafkasim pytest plugin imports none); subprocesses inherit it.
+os.environ.setdefault("KAFKASIM_NATIVE", "0")
+
 sys.path.insert(0, str(Path(__file__).parent / "runtime"))
 from runtime_worlds import load_zk_launcher  # noqa: E402
 

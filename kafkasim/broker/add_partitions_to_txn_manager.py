@@ -30,14 +30,14 @@ from kafkasim.broker.security.inter_broker import inter_broker_address
 from kafkasim.client.network_client import NetworkClient
 from kafkasim.protocol import errors as E
 from kafkasim.protocol.messages.add_partitions_to_txn import AddPartitionsToTxnRequest, AddPartitionsToTxnResponse
-from kafkasim.runtime.api import NetworkError, RuntimeTimeout
+from kafkasim.runtime.api import Future, NetworkError, RuntimeTimeout
 from kafkasim.storage.verification import SENTINEL, VerificationGuard
 
 if TYPE_CHECKING:
     from kafkasim.broker.metadata_cache import MetadataCache
     from kafkasim.broker.replica_manager import ReplicaManager
     from kafkasim.client.channel_security import ChannelSecurity
-    from kafkasim.runtime.api import Future, NodeRuntime
+    from kafkasim.runtime.api import NodeRuntime
 
 TopicPartition = tuple[str, int]
 TRANSACTION_STATE_TOPIC_NAME = "__transaction_state"   # Topic.TRANSACTION_STATE_TOPIC_NAME

@@ -151,9 +151,9 @@ class AlterPartitionManager:
             return False
         names = {tid: t for t, tid in ids.items()}
         unanswered = dict(live)
-        for topic in resp.topics:
-            name = names.get(topic.topic_id, topic.topic_name)
-            for r in topic.partitions:
+        for answered in resp.topics:
+            name = names.get(answered.topic_id, answered.topic_name)
+            for r in answered.partitions:
                 item = unanswered.pop((name, r.partition_index), None)
                 if item is None:
                     continue

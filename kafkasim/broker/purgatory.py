@@ -27,7 +27,9 @@ from __future__ import annotations
 
 from collections.abc import Hashable, Sequence
 from dataclasses import dataclass
-from typing import Any, NamedTuple, TypeVar
+from typing import Any, ClassVar, NamedTuple, TypeVar
+
+from mypy_extensions import mypyc_attr
 
 from kafkasim.runtime.api import Future, NodeRuntime, Timer
 
@@ -94,6 +96,7 @@ class TopicKey:
 
 
 # ---------------------------------------------------------------- operations
+@mypyc_attr(allow_interpreted_subclasses=True)
 class DelayedOperation:
     def __init__(self, timeout_ms: float) -> None:
         self.timeout_ms = timeout_ms
@@ -158,7 +161,7 @@ class Parking:
     (quota_manager_request.RequestTimer) compares this count before and after each step of a
     handler, which is synchronous, to leave such waits out. Only ever compared, never reset."""
 
-    begun = 0
+    begun: ClassVar[int] = 0
 
 
 def parking() -> None:

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from mypy_extensions import mypyc_attr
+
 from kafkasim.client.connection import BrokerConnection
 from kafkasim.protocol import errors as E
 from kafkasim.protocol.messages.create_topics import CreateTopicsRequest
@@ -26,6 +28,7 @@ def parse_bootstrap(servers: str) -> list[tuple[str, int]]:
     return out
 
 
+@mypyc_attr(allow_interpreted_subclasses=True)
 class ClientCluster:
     def __init__(self, rt: NodeRuntime, bootstrap: str, client_id: str, request_timeout_ms: float = 30000) -> None:
         self.rt = rt

@@ -358,15 +358,9 @@ Listener = Callable[[str, str, dict[str, Any]], None]
 
 
 def listen(world: SimWorld, listener: Listener) -> None:
-    """Call `listener(node, ev, fields)` on every event the world emits, after it is traced.
-    (Wraps the instance's emit: SimWorld has no listener list of its own.)"""
-    inner = world.emit
-
-    def emit(node: str, ev: str, fields: dict[str, Any]) -> None:
-        inner(node, ev, fields)
-        listener(node, ev, fields)
-
-    world.emit = emit  # type: ignore[method-assign]
+    """Call `listener(node, ev, fields)` on every event the world emits, after it is traced,
+    in the order the listeners were added."""
+    world.listeners.append(listener)
 
 
 # ==================================================================== recovery

@@ -58,7 +58,7 @@ import struct
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from enum import IntEnum
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 from . import compression as _compression
 from .compression import CompressionType, codec_of
@@ -367,7 +367,9 @@ class BatchIterator:
     def __iter__(self) -> BatchIterator:
         return self
 
-    def __next__(self) -> tuple[int, BatchHeader]:
+    # Annotated Any, not tuple[int, BatchHeader]: mypyc (the native build) would return that
+    # tuple unboxed from the C iternext slot, which expects an object, and crash.
+    def __next__(self) -> Any:
         buf, pos = self._buf, self.position
         remaining = self.end - pos
         if remaining == 0:

@@ -12,7 +12,7 @@ trace) do not depend on hash order.
 from __future__ import annotations
 
 import enum
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field, fields, replace
 
 from kafkasim.broker.zk.zk_data import BrokerInfo
 
@@ -248,4 +248,5 @@ class ControllerContext:
     def reset(self) -> None:
         """onControllerResignation: forget everything (the next controller rebuilds from ZK)."""
         fresh = ControllerContext()
-        self.__dict__.update(fresh.__dict__)
+        for f in fields(self):  # field by field: a compiled (native) instance has no __dict__
+            setattr(self, f.name, getattr(fresh, f.name))

@@ -169,7 +169,7 @@ class ControllerMovedException(Exception):
     """A write fenced by the /controller_epoch zkVersion check: another controller took over."""
 
 
-async def gather(rt: NodeRuntime, coros: list[Coroutine[Any, Any, T]]) -> list[T]:
+async def gather(rt: NodeRuntime, coros: list[Coroutine[Any, Any, T]]) -> list[T | CoordinationError]:
     """Run independent ZooKeeper operations pipelined (Kafka sends them asynchronously and
     waits for all); results in the order given. An exception is returned in place, so one
     failing partition does not hide the others."""

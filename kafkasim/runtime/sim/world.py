@@ -245,6 +245,8 @@ class SimWorld:
         self.violations: list[Violation] = []  # failed invariants, in the order they failed
         self.kernel = SimKernel()
         self.trace = Trace(trace_out)
+        # Told of every event after it is traced (harness.godseye.listen), in the order added.
+        self.listeners: list[Callable[[str, str, dict[str, Any]], None]] = []
         self._rngs: dict[str, SeededRng] = {}
         self.net = SimNetwork(self.kernel, self.rng("net"), latency_ms)
         self.zookeeper = SimZooKeeperServer(self.kernel, self.net)
@@ -263,6 +265,8 @@ class SimWorld:
         # A new dict (listeners get `fields` as given); the same keys and values as
         # dict(fields) + update(t=..., node=..., ev=...), in one step.
         self.trace.emit({**fields, "t": round(self.kernel._now, 6), "node": node, "ev": ev})
+        for listener in self.listeners:
+            listener(node, ev, fields)
 
     def invariant_failed(self, node: str, what: str) -> None:
         """Recorded here as well as raised: broker code that catches the exception (a request
