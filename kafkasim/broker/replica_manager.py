@@ -415,9 +415,9 @@ class ReplicaManager:
             info = await p.append_records_to_leader(validated, required_acks, origin, verification_guard)
         except AppendError as exc:
             return PartitionAppendResult(exc.error_code, log_start_offset=p.log_start_offset, error_message=str(exc))
-        except KafkaStorageError as exc:
+        except KafkaStorageError as storage_exc:  # its own name: mypyc types one name once
             self.on_storage_error()
-            return PartitionAppendResult(E.KAFKA_STORAGE_ERROR, error_message=str(exc))
+            return PartitionAppendResult(E.KAFKA_STORAGE_ERROR, error_message=str(storage_exc))
         return PartitionAppendResult(E.NONE, info.first_offset, p.log_start_offset, info=info)
 
     def _up_convert(self, records: Any, config: LogConfig) -> Any:

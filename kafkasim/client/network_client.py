@@ -148,8 +148,8 @@ class NetworkClient:
                 fut.set_result(A.api_info(api_key).response.decode(mv[end:], version))
         except NetworkError as exc:
             self._fail_all(exc)
-        except Exception as exc:  # a response we cannot make sense of: drop the connection, as Kafka does
-            self._fail_all(ConnectionClosed(f"bad response from {self.host}:{self.port}: {exc}"))
+        except Exception as bad:  # a response we cannot make sense of: drop the connection, as Kafka does
+            self._fail_all(ConnectionClosed(f"bad response from {self.host}:{self.port}: {bad}"))
 
     def _fail_all(self, exc: NetworkError) -> None:
         self._closed = True

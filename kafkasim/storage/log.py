@@ -539,10 +539,13 @@ class Log:
                 await self._epoch_writes.run(self.leader_epoch_cache.flush)
 
     async def maybe_assign_epoch_start_offset(self, epoch: int, start_offset: int) -> None:
-        """Partition.makeLeader: the new epoch starts at the log end offset; written before use."""
+        """Partition.makeLeader: the new epoch starts at the log end offset; written before use.
+        UnifiedLog.maybeAssignEpochStartOffset is the cache's plain assign, which drops the entries
+        the new one contradicts: an entry of a higher epoch (a flipped epoch bit taken in from a
+        batch) must go, or the leader answers every follower's last_fetched_epoch with the end of
+        its older epoch and the follower truncates and refetches that batch for good."""
         with self._io("writing leader-epoch-checkpoint"):
-            if epoch > self.leader_epoch_cache.latest_epoch:
-                self.leader_epoch_cache.assign(epoch, start_offset)
+            self.leader_epoch_cache.assign(epoch, start_offset)
             await self._epoch_writes.run(self.leader_epoch_cache.flush)
 
     async def write_partition_metadata(self, topic_id: bytes) -> None:

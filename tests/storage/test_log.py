@@ -268,3 +268,30 @@ def test_a_follower_append_assigns_every_batch_epoch_as_kafka(tmp_path: Path) ->
         assert log.leader_epoch_cache.entries == [(0, 2)]
         log.close()
     run_real(tmp_path, body)
+
+
+def test_becoming_leader_assigns_its_epoch_even_below_a_flipped_one(tmp_path: Path) -> None:
+    """bit-rot seed 13 (stop 8): a follower took a batch whose epoch bit flipped (2**27) into its
+    epoch cache, then became leader of epoch 1. Kafka's makeLeader calls the cache's plain assign
+    (UnifiedLog.maybeAssignEpochStartOffset), which drops the contradicting higher entry; kafkasim
+    assigned only an epoch above the latest, kept (2**27, 1) and answered every follower's
+    last_fetched_epoch 1 with epoch 0's end: followers truncated and refetched for good."""
+    from kafkasim.records.batch import PARTITION_LEADER_EPOCH_OFFSET
+
+    async def body(node: NodeRuntime) -> Any:
+        log = await Log.load(node, "t-0", LogConfig())
+        for offset, epoch in [(0, 0), (1, 1 << 27)]:
+            buf, _ = batch(offset)
+            buf[0:8] = offset.to_bytes(8, "big")
+            buf[PARTITION_LEADER_EPOCH_OFFSET:PARTITION_LEADER_EPOCH_OFFSET + 4] = epoch.to_bytes(4, "big")
+            log.append_as_follower(bytes(buf), list(iter_batches(buf, validate=True)))
+        flipped = list(log.leader_epoch_cache.entries)
+        await log.maybe_assign_epoch_start_offset(1, log.log_end_offset)
+        entries = list(log.leader_epoch_cache.entries)
+        log.close()
+        return flipped, entries, log.leader_epoch_cache.end_offset_for(1, 2)
+
+    flipped, entries, end = run_real(tmp_path, body)
+    assert flipped == [(0, 0), (1 << 27, 1)]
+    assert entries == [(0, 0), (1, 2)]
+    assert end == (1, 2)  # a follower fetching with epoch 1 at 2 is not diverged

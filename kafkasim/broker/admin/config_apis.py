@@ -187,8 +187,8 @@ class ConfigApis:
             C.validate_topic_overrides(new)
         except C.UnknownConfigError as exc:
             raise AdminError(E.INVALID_CONFIG, str(exc)) from exc
-        except C.ConfigValueError as exc:
-            raise AdminError(E.INVALID_CONFIG, f"Invalid config value for resource {resource}: {exc}") from exc
+        except C.ConfigValueError as bad:  # its own name: mypyc types one name once
+            raise AdminError(E.INVALID_CONFIG, f"Invalid config value for resource {resource}: {bad}") from bad
         if validate_only:
             return
         await self.m.write_entity("topics", topic, new)
