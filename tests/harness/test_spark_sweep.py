@@ -116,21 +116,21 @@ def test_the_crash_swarm_directory_sweeps_on_spark_with_buggify(spark: Any, tmp_
 
 def test_a_failing_seed_is_named_and_the_others_kept(spark: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
                                                      capsys: pytest.CaptureFixture[str]) -> None:
-    # commit-before-replicated is caught on seed 4 of this scenario, not on seed 3
+    # commit-before-replicated is caught on seed 8 of this scenario, not on seed 7
     # (tests/harness/test_seeded_bugs.py).
     monkeypatch.setenv("KAFKASIM_SEEDED_BUGS", "commit-before-replicated")
     out = tmp_path / "out"
-    code = cli.main(["sweep", "scenarios/coordinator-failover-commits.toml", "--seeds", "3-4", "--spark",
+    code = cli.main(["sweep", "scenarios/coordinator-failover-commits.toml", "--seeds", "7-8", "--spark",
                      "--out", str(out)])
     printed = capsys.readouterr().out
     assert code == 1
-    assert "FAIL coordinator-failover-commits seed 4: committed-offset-regression" in printed
-    assert "seed 3:" not in printed and "2 runs, 1 passed, 1 failed" in printed
-    assert run_json(out, "coordinator-failover-commits", 4)["verdict"] == "fail"
-    assert run_json(out, "coordinator-failover-commits", 3)["verdict"] == "pass"
+    assert "FAIL coordinator-failover-commits seed 8: committed-offset-regression" in printed
+    assert "seed 7:" not in printed and "2 runs, 1 passed, 1 failed" in printed
+    assert run_json(out, "coordinator-failover-commits", 8)["verdict"] == "fail"
+    assert run_json(out, "coordinator-failover-commits", 7)["verdict"] == "pass"
     cases = junit_cases(out / "junit.xml")
-    assert cases == [("coordinator-failover-commits", "seed-3", []),
-                     ("coordinator-failover-commits", "seed-4", ["failure"])]
+    assert cases == [("coordinator-failover-commits", "seed-7", []),
+                     ("coordinator-failover-commits", "seed-8", ["failure"])]
 
 
 def test_a_task_that_raises_is_an_error_for_its_seed_only(spark: Any, tmp_path: Path) -> None:
