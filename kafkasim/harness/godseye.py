@@ -7,8 +7,10 @@ offset, same leader epoch, same CRC. Compacted topics are skipped (each replica'
 rewrites its own batches). Two replicas holding different records at a committed
 offset is exactly what KIP-101/279's truncation by leader epoch prevents. KIP-101/279 promise
 that only of a replica that has finished truncating against the current leader in its epoch
-(its fetcher holds the partition, no longer Truncating): a replica that has not (its fetcher
-still asks OffsetForLeaderEpoch, or cannot reach the leader yet) may hold a suffix the
+(its fetcher holds the partition, no longer Truncating, and the leader as it is now has seen
+it fetch): a replica that has not (its fetcher still asks OffsetForLeaderEpoch, or cannot reach
+the leader yet, or still waits on a power-lost leader's previous incarnation while that leader
+leads the same epoch again) may hold a suffix the
 truncation will remove, but never below its *own* high watermark — what it knew to be
 committed survives every clean election. Such a replica is compared up to
 min(leader's HW, its own HW) — and, when the leader lost power and then led the partition from
@@ -75,6 +77,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from kafkasim.broker.partition import UNKNOWN_OFFSET
 from kafkasim.cluster.sim_cluster import SimCluster
 from kafkasim.harness.checkers import Anomaly, CheckResult
 from kafkasim.harness.epoch_reuse import EpochReuseWatch
@@ -181,7 +184,8 @@ def check_replicas(cluster: SimCluster, bit_flipped: set[TopicPartition] | None 
                     "log_end_offset": replica.log.log_end_offset, "high_watermark": hw}))
             start = max(replica.log.log_start_offset, leader.log.log_start_offset)
             end = min(hw, replica.log.log_end_offset)
-            if not _reconciled(server, (topic, index), leader_rm.broker_id, leader.leader_epoch):
+            if not _reconciled(server, (topic, index), leader_rm.broker_id, leader.leader_epoch) \
+                    or not _fetched_from(leader, broker_id):
                 end = min(end, replica.high_watermark)
                 resumed_at = epoch_reuse.led_after_power_loss(leader_name, (topic, index)) if epoch_reuse else None
                 if resumed_at is not None:
@@ -219,6 +223,17 @@ def _reconciled(server: Any, tp: TopicPartition, leader_id: int, leader_epoch: i
     thread = server.replica_manager.fetcher_manager.threads.get(leader_id)
     st = thread.partitions.get(tp) if thread is not None else None
     return st is not None and not st.truncating and st.current_leader_epoch == leader_epoch
+
+
+def _fetched_from(leader: Any, broker_id: int) -> bool:
+    """Has the leader, as it is now, seen this replica fetch? A leader that lost power and came
+    back leading the same epoch (no LeaderAndIsr reaches its followers) starts with every
+    follower's log end unknown (Partition.makeLeader); a follower whose fetcher still waits on
+    the leader's previous incarnation finished its truncation against a log the leader no
+    longer has, so its own state says reconciled while it has not been checked against this
+    log (power-loss-default-flush-swarm seed 1005)."""
+    remote = leader.remote_replicas.get(broker_id)
+    return remote is not None and remote.log_end_offset != UNKNOWN_OFFSET
 
 
 def _safe_batches(log: Any, start: int, end: int) -> list[BatchId] | None:

@@ -10,7 +10,8 @@ from types import SimpleNamespace
 import pytest
 
 from kafkasim.broker.replica_fetcher import PartitionFetchState
-from kafkasim.harness.godseye import BatchId, BitFlipWatch, _differences, _reconciled
+from kafkasim.broker.partition import Replica
+from kafkasim.harness.godseye import BatchId, BitFlipWatch, _differences, _fetched_from, _reconciled
 
 pytestmark = pytest.mark.unit
 
@@ -80,3 +81,18 @@ def test_a_replica_is_reconciled_once_its_fetcher_is_past_truncation_in_the_lead
     assert not _reconciled(_server(5, {1: PartitionFetchState(b"", 868, 5)}), ("events", 2), 1, 5)
     assert not _reconciled(_server(4, {1: done}), ("events", 2), 1, 5)   # an older LeaderAndIsr
     assert not _reconciled(_server(5, {}), ("events", 2), 1, 5)          # no fetcher at all
+
+
+def test_a_follower_counts_as_fetched_only_once_the_leader_as_it_is_now_has_seen_it_fetch() -> None:
+    # power-loss-default-flush-swarm seed 1005: broker-0 lost power leading epoch 6 and led
+    # epoch 6 again after its restart; broker-2's fetcher, still waiting on broker-0's previous
+    # incarnation, had truncated against epoch 6 before the loss, so its own state says done.
+    remote = Replica(2)
+    remote.update_fetch_state(269, 0, 10_000.0, 269)
+    leader = SimpleNamespace(remote_replicas={2: remote})
+    assert _fetched_from(leader, 2)
+    remote.reset_replica_state(17_530.0, 249, is_new_leader=True, in_sync=True)  # makeLeader after the restart
+    assert not _fetched_from(leader, 2)
+    assert not _fetched_from(leader, 1)  # not a replica of this leader at all
+    remote.update_fetch_state(249, 0, 18_000.0, 260)
+    assert _fetched_from(leader, 2)
