@@ -100,7 +100,10 @@ async def claim_producer_id_block(zk: ZkClient, broker_id: int) -> ProducerIdsBl
     while True:
         try:
             data, stat = await zk.get(PRODUCER_ID_BLOCK_PATH)
+            missing = False
         except NoNodeError:
+            missing = True  # (no await in an except block: kafka_zk_client._get_or_none says why)
+        if missing:
             block = next_block(None, broker_id)
             try:
                 await zk.create(PRODUCER_ID_BLOCK_PATH, producer_id_block_json(block), makepath=True)

@@ -259,7 +259,8 @@ class QuotaManagers:
         except NoNodeError:   # never created (fetchAllEntityConfigs: no entities)
             return []
         except (ConnectionLossError, SessionExpiredError):
-            return await self.store.children(f"{EC.CONFIG_ROOT}/{entity_type}")
+            pass  # (no await in an except block: kafka_zk_client._get_or_none says why)
+        return await self.store.children(f"{EC.CONFIG_ROOT}/{entity_type}")
 
     async def _on_change(self, data: bytes) -> None:
         try:

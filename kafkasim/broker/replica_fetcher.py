@@ -110,6 +110,7 @@ class ReplicaFetcherThread:
                 self._wakeup = self.rt.future()
                 await self._wakeup
                 continue
+            failed = False
             try:
                 await self._ensure_connected()
                 # A partition is ready once its backoff (delayed_until_ms) has passed; the clock
@@ -134,6 +135,8 @@ class ReplicaFetcherThread:
                 if self.client is not None:
                     self.client.close()
                 self.client = None
+                failed = True
+            if failed:  # backoff outside the except block (kafka_zk_client._get_or_none says why)
                 await self.rt.sleep(self.config.replica_fetch_backoff_ms)
 
     def _next_ready_in(self) -> float:

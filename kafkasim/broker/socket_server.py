@@ -180,10 +180,13 @@ class SocketServer:
                     # While authenticating, SaslServerAuthenticator reads with sasl.server.max.receive.size.
                     frame = await stream.read_frame(conn.security.max_receive_size if authenticating else max_bytes)
                 except FrameTooLarge as exc:
+                    too_large = exc  # (no await in an except block: kafka_zk_client._get_or_none says why)
+                    frame = None
+                if frame is None:
                     if authenticating:
-                        await self._invalid_sasl_receive(conn, exc)
+                        await self._invalid_sasl_receive(conn, too_large)
                     else:
-                        rt.trace("connection_closed", peer=list(stream.peer), reason=str(exc))
+                        rt.trace("connection_closed", peer=list(stream.peer), reason=str(too_large))
                     return
                 idle.busy()
                 verdict = await self._authenticate(conn, frame)

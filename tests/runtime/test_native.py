@@ -102,3 +102,58 @@ def test_a_compiled_run_is_the_pure_run(scenario: str, seed: int, tmp_path: Path
     compiled = _run(scenario, seed, tmp_path / "native", "1", "2")
     assert compiled["trace_hash"] == pure["trace_hash"]
     assert compiled["verdict"] == pure["verdict"] == "pass"
+
+
+def _compiled_sources() -> list[str]:
+    import importlib.util
+    spec = importlib.util.spec_from_file_location("build_native", ROOT / "real" / "build_native.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    found: list[str] = module.sources()
+    return found
+
+
+def test_no_compiled_coroutine_awaits_inside_an_except_block() -> None:
+    """A mypyc coroutine suspended inside an `except` block leaves the thread's handled exception
+    set until it leaves the block, and for good when its task is never resumed (a crashed node's
+    tasks are dropped, not unwound): everything raised later chains to it, and a sweep worker
+    kept every earlier run's world alive through it (5 MB a run). Compiled code handles the
+    exception after the block instead (kafka_zk_client._get_or_none)."""
+    import ast
+    found = []
+    for rel in _compiled_sources():
+        for node in ast.walk(ast.parse((ROOT / rel).read_text())):
+            if isinstance(node, ast.ExceptHandler):
+                for sub in node.body:
+                    if any(isinstance(x, (ast.Await, ast.AsyncFor, ast.AsyncWith)) for x in ast.walk(sub)):
+                        found.append(f"{rel}:{sub.lineno}")
+                        break
+    assert len(_compiled_sources()) > 100
+    assert found == []
+
+
+LEAK_PROBE = """
+import gc, json, sys
+import kafkasim.runtime.native as n
+from kafkasim.harness.runner import run_scenario
+from kafkasim.harness.scenario import load_scenario, with_buggify
+sc = with_buggify(load_scenario('scenarios/crash-swarm/power-loss-fsync-swarm.toml'))
+after, worlds = [], []
+for seed in (2, 3, 4):
+    run_scenario(sc, seed, out_dir=sys.argv[1])
+    after.append(repr(sys.exc_info()[1]))
+    gc.collect()
+    worlds.append(sum(type(o).__name__ == 'SimWorld' for o in gc.get_objects()))
+print(json.dumps({'native': n.active(), 'after': after, 'worlds': worlds}))
+"""
+
+
+def test_a_compiled_run_leaves_no_handled_exception_and_no_world_behind(tmp_path: Path) -> None:
+    """What the scan above guards against, seen from outside: three crash-swarm runs in one
+    process (seeds on which a crashed broker's task was suspended in an except block)."""
+    _built()
+    proc = subprocess.run([sys.executable, "-c", LEAK_PROBE, str(tmp_path)], cwd=ROOT, capture_output=True,
+                          text=True, timeout=600, env={**os.environ, "KAFKASIM_NATIVE": "1", "PYTHONPATH": str(ROOT)})
+    result = json.loads(proc.stdout.strip().splitlines()[-1])
+    assert result == {"native": True, "after": ["None", "None", "None"], "worlds": [0, 0, 0]}

@@ -156,7 +156,7 @@ class ControllerChannelManager:
                 if state.client is not None:
                     state.client.close()
                 state.client = None
-                await self.rt.sleep(RECONNECT_BACKOFF_MS)
+            await self.rt.sleep(RECONNECT_BACKOFF_MS)  # (not in the except block: kafka_zk_client._get_or_none)
 
 
 class ControllerBrokerRequestBatch:

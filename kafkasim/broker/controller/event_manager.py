@@ -102,13 +102,15 @@ class ControllerEventManager:
                 await self.rt.sleep(50)
             if ev.started is not None and not ev.started.done():
                 ev.started.set_result(None)
+            failure: Exception | None = None
             try:
                 result = await ev.body()
             except Exception as exc:  # the controller survives one bad event, as Kafka's does
-                await self.on_error(ev, exc)
+                failure = exc  # (handled below: no await in an except block, kafka_zk_client._get_or_none)
+            if failure is not None:
+                await self.on_error(ev, failure)
                 if ev.done is not None and not ev.done.done():
-                    ev.done.set_exception(exc)
-            else:
-                if ev.done is not None and not ev.done.done():
-                    ev.done.set_result(result)
+                    ev.done.set_exception(failure)
+            elif ev.done is not None and not ev.done.done():
+                ev.done.set_result(result)
             self.processed += 1

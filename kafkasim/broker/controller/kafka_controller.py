@@ -175,7 +175,10 @@ class KafkaController:
             return
         try:
             epoch, epoch_zk_version = await self.zk.register_controller_and_increment_epoch(self.broker_id)
+            lost = False
         except ControllerMovedException:
+            lost = True  # (no await in an except block: kafka_zk_client._get_or_none says why)
+        if lost:
             await self._maybe_resign()
             return
         self.ctx.epoch, self.ctx.epoch_zk_version = epoch, epoch_zk_version
@@ -186,11 +189,12 @@ class KafkaController:
             if self.rt.buggify("controller.failover.slow"):  # elected, still reading its context from ZooKeeper
                 await self.rt.sleep(500)
             await self._on_controller_failover()
+            return
         except ControllerMovedException:
             raise
         except Exception as exc:
             self.trace("controller_failover_failed", error=f"{type(exc).__name__}: {exc}")
-            await self._trigger_controller_move()
+        await self._trigger_controller_move()  # (not in the except block: kafka_zk_client._get_or_none)
 
     async def _trigger_controller_move(self) -> None:
         if not self.is_active:

@@ -31,11 +31,15 @@ class ZkConsumerOffsets:
         path, data = consumer_offset_path(group, topic, partition), str(offset).encode()
         try:
             await self.zk.set(path, data)
+            return
         except NoNodeError:
-            try:
-                await self.zk.create(path, data, makepath=True)
-            except NodeExistsError:   # created meanwhile by another commit: it wins, as in Kafka
-                await self.zk.set(path, data)
+            pass  # (no await in an except block: kafka_zk_client._get_or_none says why)
+        try:
+            await self.zk.create(path, data, makepath=True)
+            return
+        except NodeExistsError:   # created meanwhile by another commit: it wins, as in Kafka
+            pass
+        await self.zk.set(path, data)
 
     async def get(self, group: str, topic: str, partition: int) -> int | None:
         try:

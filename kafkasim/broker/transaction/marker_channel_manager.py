@@ -227,11 +227,13 @@ class TransactionMarkerChannelManager:
             await self.rt.sleep(RETRY_BACKOFF_MS)
         try:
             client = await self._client(dest)
-            resp: WriteTxnMarkersResponse = await client.send(request, WRITE_TXN_MARKERS_VERSION,
-                                                               self.request_timeout_ms)
+            resp: WriteTxnMarkersResponse | None = await client.send(request, WRITE_TXN_MARKERS_VERSION,
+                                                                      self.request_timeout_ms)
         except (NetworkError, RuntimeTimeout, KeyError) as exc:
             self.rt.trace("txn_markers_disconnected", destination=dest, error=str(exc))
             self.clients.pop(dest, None)
+            resp = None  # (no await in an except block: kafka_zk_client._get_or_none says why)
+        if resp is None:
             await self.rt.sleep(RETRY_BACKOFF_MS)
             self._on_disconnected(entries)
             return

@@ -104,8 +104,10 @@ class EntityConfigStore:
     async def _set_or_create(self, path: str, data: bytes) -> None:
         try:
             await self.zk.set(path, data)
+            return
         except NoNodeError:
-            await self.zk.create(path, data, makepath=True)
+            pass  # (no await in an except block: kafka_zk_client._get_or_none says why)
+        await self.zk.create(path, data, makepath=True)
 
     async def _try_clean_quota_nodes(self, entity_type: str, name: str, is_user_client_id: bool) -> bool:
         path = entity_path(entity_type, name)

@@ -24,6 +24,7 @@ from kafkasim.runtime.api import (
     Watcher,
     ZkClient,
     ZOp,
+    ZStat,
 )
 
 T = TypeVar("T")
@@ -71,8 +72,9 @@ class KafkaZkClient:
             await self.zk.create(Z.CLUSTER_ID, Z.cluster_id_json(proposed), makepath=True)
             return proposed
         except NodeExistsError:
-            data, _ = await self.zk.get(Z.CLUSTER_ID)
-            return str(json.loads(data)["id"])
+            pass
+        data, _ = await self.zk.get(Z.CLUSTER_ID)
+        return str(json.loads(data)["id"])
 
     async def register_broker(self, broker_id: int, endpoints: list[Z.Endpoint], rack: str | None,
                               retry_ms: float = 1000.0) -> int:
@@ -124,10 +126,11 @@ class KafkaZkClient:
             data, st = await self.zk.get(Z.CONTROLLER_EPOCH)
             epoch = int(data) + 1
             await self.zk.set(Z.CONTROLLER_EPOCH, str(epoch).encode(), st.version)
+            return epoch
         except NoNodeError:
-            epoch = 1
-            await self.zk.create(Z.CONTROLLER_EPOCH, b"1")
-        return epoch
+            pass
+        await self.zk.create(Z.CONTROLLER_EPOCH, b"1")
+        return 1
 
     async def topics(self) -> list[str]:
         return await self.zk.get_children(Z.BROKER_TOPICS)
@@ -196,39 +199,39 @@ class ControllerZkClient(KafkaZkClient):
     # ---------------------------------------------------------------- election
     async def register_controller_and_increment_epoch(self, broker_id: int) -> tuple[int, int]:
         """(new epoch, its zkVersion), or ControllerMovedException if another broker won."""
-        try:
-            data, st = await self.zk.get(Z.CONTROLLER_EPOCH)
-        except NoNodeError:
+        got = await _get_or_none(self.zk, Z.CONTROLLER_EPOCH)
+        if got is None:
             try:
                 await self.zk.create(Z.CONTROLLER_EPOCH, b"0")
             except NodeExistsError:
                 pass
-            data, st = await self.zk.get(Z.CONTROLLER_EPOCH)
+            got = await self.zk.get(Z.CONTROLLER_EPOCH)
+        data, st = got
         epoch = int(data) + 1
         try:
             results = await self.zk.multi([
                 ZOp("create", Z.CONTROLLER, Z.controller_json(broker_id, self.rt.now_ms()), ephemeral=True),
                 ZOp("set", Z.CONTROLLER_EPOCH, str(epoch).encode(), version=st.version)])
+            return epoch, results[1].version
         except (NodeExistsError, BadVersionError) as exc:
-            # Our own /controller from a request that timed out but went through counts as a win.
-            try:
-                cdata, cst = await self.zk.get(Z.CONTROLLER)
-                edata, est = await self.zk.get(Z.CONTROLLER_EPOCH)
-            except NoNodeError:
-                raise ControllerMovedException("controller moved during the election") from exc
-            if Z.parse_controller(cdata) == broker_id and cst.ephemeral_owner == self.zk.session_id:
-                return int(edata), est.version
-            raise ControllerMovedException(f"broker {Z.parse_controller(cdata)} is controller") from exc
-        return epoch, results[1].version
+            lost: Exception = exc
+        # Our own /controller from a request that timed out but went through counts as a win.
+        current = await _get_or_none(self.zk, Z.CONTROLLER)
+        current_epoch = await _get_or_none(self.zk, Z.CONTROLLER_EPOCH) if current is not None else None
+        if current is None or current_epoch is None:
+            raise ControllerMovedException("controller moved during the election") from lost
+        (cdata, cst), (edata, est) = current, current_epoch
+        if Z.parse_controller(cdata) == broker_id and cst.ephemeral_owner == self.zk.session_id:
+            return int(edata), est.version
+        raise ControllerMovedException(f"broker {Z.parse_controller(cdata)} is controller") from lost
 
     async def get_controller_id(self, watch: Watcher | None = None) -> int:
-        try:
-            data, _ = await self.zk.get(Z.CONTROLLER, watch=watch)
-            return Z.parse_controller(data)
-        except NoNodeError:
-            if watch is not None:
-                await self.zk.exists(Z.CONTROLLER, watch=watch)
-            return -1
+        got = await _get_or_none(self.zk, Z.CONTROLLER, watch)
+        if got is not None:
+            return Z.parse_controller(got[0])
+        if watch is not None:
+            await self.zk.exists(Z.CONTROLLER, watch=watch)
+        return -1
 
     async def get_controller_epoch(self) -> tuple[int, int] | None:
         try:
@@ -249,11 +252,12 @@ class ControllerZkClient(KafkaZkClient):
         try:
             return (await self.zk.multi([ZOp("check", Z.CONTROLLER_EPOCH, version=epoch_zk_version)] + ops))[1:]
         except BadVersionError as exc:
-            current = await self.get_controller_epoch()
-            if current is None or current[1] != epoch_zk_version:
-                raise ControllerMovedException(
-                    f"controller epoch zkVersion is {current[1] if current else None}, not {epoch_zk_version}") from exc
-            raise
+            failed = exc
+        current = await self.get_controller_epoch()
+        if current is None or current[1] != epoch_zk_version:
+            raise ControllerMovedException(
+                f"controller epoch zkVersion is {current[1] if current else None}, not {epoch_zk_version}") from failed
+        raise failed
 
     # ---------------------------------------------------------------- brokers
     async def get_all_broker_and_epochs(self) -> dict[int, tuple[Z.BrokerInfo, int]]:
@@ -273,12 +277,12 @@ class ControllerZkClient(KafkaZkClient):
     async def get_full_assignment(self, topic: str, watch: Watcher | None = None
                                   ) -> tuple[str, dict[int, tuple[list[int], list[int], list[int]]], int] | None:
         """(topic id, {partition: (replicas, adding, removing)}, znode version) or None."""
-        try:
-            data, st = await self.zk.get(Z.topic_path(topic), watch=watch)
-        except NoNodeError:
+        got = await _get_or_none(self.zk, Z.topic_path(topic), watch)
+        if got is None:
             if watch is not None:
                 await self.zk.exists(Z.topic_path(topic), watch=watch)
             return None
+        data, st = got
         parts, topic_id, adding, removing = Z.parse_topic_assignment_full(data)
         return topic_id or "", {p: (r, adding.get(p, []), removing.get(p, [])) for p, r in parts.items()}, st.version
 
@@ -367,13 +371,12 @@ class ControllerZkClient(KafkaZkClient):
 
     async def get_data(self, path: str, watch: Watcher | None = None) -> bytes | None:
         """A node's data (None if absent); with a watch, it fires on creation too."""
-        try:
-            data, _ = await self.zk.get(path, watch=watch)
-            return data
-        except NoNodeError:
-            if watch is not None and await self.zk.exists(path, watch=watch) is not None:
-                return await self.get_data(path, watch)
-            return None
+        got = await _get_or_none(self.zk, path, watch)
+        if got is not None:
+            return got[0]
+        if watch is not None and await self.zk.exists(path, watch=watch) is not None:
+            return await self.get_data(path, watch)
+        return None
 
     async def delete_checked(self, path: str, epoch_zk_version: int) -> None:
         try:
@@ -384,8 +387,22 @@ class ControllerZkClient(KafkaZkClient):
     async def set_or_create_checked(self, path: str, data: bytes, epoch_zk_version: int) -> None:
         try:
             await self._checked(epoch_zk_version, [ZOp("set", path, data)])
+            return
         except NoNodeError:
-            await self._checked(epoch_zk_version, [ZOp("create", path, data)])
+            pass
+        await self._checked(epoch_zk_version, [ZOp("create", path, data)])
+
+
+async def _get_or_none(zk: ZkClient, path: str, watch: Watcher | None = None) -> tuple[bytes, ZStat] | None:
+    """zk.get, None for a missing node. Code compiled by mypyc (the native build) must not await
+    inside an `except` block: a compiled coroutine suspended there leaves the thread's handled
+    exception set, and for good when its task is never resumed (a crashed node's), and every
+    earlier run's world then stayed alive in a sweep worker. tests/runtime/test_native.py scans
+    for it."""
+    try:
+        return await zk.get(path, watch=watch)
+    except NoNodeError:
+        return None
 
 
 async def _create_if_missing(zk: ZkClient, path: str) -> None:

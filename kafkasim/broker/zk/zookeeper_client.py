@@ -89,7 +89,8 @@ class ZooKeeperClient(ZkClient):
                     await self.connect()
                     break
                 except ConnectionLossError:
-                    await self.rt.sleep(RECONNECT_BACKOFF_MS)
+                    pass  # (no await in an except block: kafka_zk_client._get_or_none says why)
+                await self.rt.sleep(RECONNECT_BACKOFF_MS)
             if old is not None:
                 self.rt.spawn(_close_quietly(old), name="close expired zookeeper session")
             self.session_generation += 1
@@ -114,7 +115,7 @@ class ZooKeeperClient(ZkClient):
                 # current session); only the session's expiry or our own shutdown ends the wait.
                 if self._closed:
                     raise
-                await self.rt.sleep(CONNECTION_LOSS_RETRY_MS)
+            await self.rt.sleep(CONNECTION_LOSS_RETRY_MS)
 
     # ---------------------------------------------------------------- ZkClient
     async def create(self, path: str, data: bytes = b"", *, ephemeral: bool = False,
