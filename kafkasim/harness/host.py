@@ -66,43 +66,76 @@ def process_scratch_dir() -> str:
 
 
 RUNS_PER_WORKER = 100
+OnCrash = Callable[[T, str], None]
 
 
-def run_in_processes(fn: Callable[[T], R], items: list[T], jobs: int, on_result: Callable[[T, R], None]) -> None:
+def run_in_processes(fn: Callable[[T], R], items: list[T], jobs: int, on_result: Callable[[T, R], None],
+                     on_crash: OnCrash[T] | None = None) -> None:
     """Run fn over items in `jobs` local worker processes (fn and items must pickle); calls
     on_result(item, result) in this process as each finishes. jobs <= 1 runs in-process.
 
     Workers are new for every jobs * RUNS_PER_WORKER items, so that nothing a run leaves behind
-    piles up over a sweep of thousands: the native build's coroutines leave the thread's handled
-    exception set when a crashed node's task is suspended inside an `except` block, and through
-    it every earlier run's world stayed alive (5 MB a run; a worker at 2 GB and 2.5x slower after
-    800 crash-swarm runs). New workers cost about a second; a chunk takes a minute or more.
-    (ProcessPoolExecutor's own max_tasks_per_child hangs the pool in CPython 3.11, gh-115634.)"""
+    piles up over a sweep of thousands (the native build once kept every earlier run's world
+    alive: 5 MB a run, a worker 2.5x slower after 800 crash-swarm runs). New workers cost about a
+    second; a chunk takes a minute or more. (ProcessPoolExecutor's own max_tasks_per_child hangs
+    the pool in CPython 3.11, gh-115634.)
+
+    A worker that dies (a segfault in compiled code, the OOM killer) breaks its pool and every
+    item in it. With `on_crash`, the items that may have been running then run again one at a
+    time, each in a pool of its own: the one that kills its worker again is reported with
+    on_crash(item, why), the others with on_result; the rest go on in a new pool. Without it, the
+    BrokenProcessPool propagates."""
     if jobs <= 1:
         for item in items:
             on_result(item, fn(item))
         return
     _start_quiet_resource_tracker()
     chunk = jobs * RUNS_PER_WORKER
-    for start in range(0, len(items), chunk):
-        _run_chunk(fn, items[start:start + chunk], jobs, on_result)
+    pending = list(items)
+    while pending:
+        unfinished = _run_chunk(fn, pending[:chunk], jobs, on_result, on_crash is not None)
+        pending = pending[chunk:]
+        if unfinished:
+            assert on_crash is not None
+            suspects, rest = unfinished[:jobs + 1], unfinished[jobs + 1:]  # in flight: at most jobs + 1
+            for item in suspects:
+                if _run_chunk(fn, [item], 1, on_result, True):
+                    on_crash(item, "its worker process died (killed by a signal: a crash in compiled code, "
+                                   "or out of memory); it died again when the run was retried alone")
+            pending = rest + pending
 
 
-def _run_chunk(fn: Callable[[T], R], items: list[T], jobs: int, on_result: Callable[[T, R], None]) -> None:
+def _run_chunk(fn: Callable[[T], R], items: list[T], jobs: int, on_result: Callable[[T, R], None],
+               survive_crash: bool) -> list[T]:
+    """The items a dead worker left unfinished, in order (only with survive_crash)."""
     import multiprocessing
     from concurrent.futures import ProcessPoolExecutor, as_completed
+    from concurrent.futures.process import BrokenProcessPool
 
     # "spawn" keeps workers free of whatever threads this process started (Spark, kazoo).
     pool = ProcessPoolExecutor(max_workers=jobs, mp_context=multiprocessing.get_context("spawn"),
                                initializer=_worker_ignores_sigint)
+    finished: set[int] = set()
     try:
-        futures = {pool.submit(fn, item): item for item in items}
+        futures = {pool.submit(fn, item): i for i, item in enumerate(items)}
         for fut in as_completed(futures):
-            on_result(futures[fut], fut.result())
+            result = fut.result()
+            finished.add(futures[fut])
+            on_result(items[futures[fut]], result)
+    except BrokenProcessPool:
+        _stop_now(pool)
+        if not survive_crash:
+            raise
+        for fut, i in futures.items():  # answered before the break, not yet handed over
+            if i not in finished and fut.done() and not fut.cancelled() and fut.exception() is None:
+                finished.add(i)
+                on_result(items[i], fut.result())
+        return [item for i, item in enumerate(items) if i not in finished]
     except BaseException:
         _stop_now(pool)  # Ctrl-C, SIGTERM or a worker's error: no worker outlives the sweep
         raise
     pool.shutdown()
+    return []
 
 
 def _start_quiet_resource_tracker() -> None:

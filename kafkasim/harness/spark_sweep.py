@@ -32,10 +32,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from kafkasim.harness.host import code_version, process_scratch_dir, run_in_threads, scratch_dir
-from kafkasim.harness.repro import repro_command
 from kafkasim.harness.runner import default_out_dir, run_scenario
 from kafkasim.harness.scenario import Scenario, load_scenario, scenario_from_text
-from kafkasim.harness.sweep import Job, job_scenario, summarize
+from kafkasim.harness.sweep import Job, error_summary, job_scenario, summarize
 
 APP_NAME = "kafkasim-sweep"
 # One-task Spark jobs the driver keeps submitted at once (Spark queues what exceeds the cores).
@@ -132,15 +131,7 @@ class _Driver:
         return summarize(job, run, out_dir)
 
     def _write_error(self, job: Job, scenario: Scenario, out_dir: str, payload: dict[str, Any]) -> dict[str, Any]:
-        os.makedirs(out_dir, exist_ok=True)
-        with open(os.path.join(out_dir, "error.txt"), "w") as f:
-            f.write(payload["traceback"])
-        repro = repro_command({"scenario_path": job.scenario_path, "seed": job.seed,
-                               "seeded_bugs": list(job.seeded_bugs), "buggify": {"enabled": job.buggify}})
-        return {"scenario": scenario.name, "path": job.scenario_path, "seed": job.seed, "verdict": "error",
-                "error": payload["error"], "traceback": payload["traceback"], "repro": repro, "replay": "",
-                "trace_hash": "", "out_dir": out_dir, "wall_s": 0.0,
-                "violations": [f"error: {payload['error']} (traceback in {out_dir}/error.txt)"], "expected": []}
+        return error_summary(job, scenario.name, out_dir, payload["error"], payload["traceback"])
 
 
 def ship_package(sc: Any) -> None:

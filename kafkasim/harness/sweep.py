@@ -96,13 +96,35 @@ def sweep(path: str, seeds: list[int], jobs: int, reports_dir: str, junit: str |
 
             run_on_spark(work, spark_master, done)
         else:
-            run_in_processes(run_job, work, jobs, done)
+            run_in_processes(run_job, work, jobs, done, lambda job, why: done(job, crashed(job, why)))
     finally:  # interrupted too: the finished runs keep their JUnit cases
         progress.close()
         results.sort(key=lambda r: (r["scenario"], r["seed"]))
         if junit:
             write_junit(junit, results)
     return results
+
+
+def crashed(job: Job, why: str) -> dict[str, Any]:
+    """A run whose worker process died (host.run_in_processes): an error for its (scenario, seed),
+    as a Spark task that crashed is (spark_sweep.py)."""
+    scenario = job_scenario(job, load_scenario(job.scenario_path))
+    return error_summary(job, scenario.name, default_out_dir(scenario, job.seed, job.reports_dir),
+                         f"worker died: {why}", why)
+
+
+def error_summary(job: Job, scenario_name: str, out_dir: str, error: str, details: str) -> dict[str, Any]:
+    """A run that gave no verdict (it raised, or its process died): OUT/.../error.txt holds the
+    details; the sweep counts it as an error (a FAIL line, a JUnit <error>)."""
+    os.makedirs(out_dir, exist_ok=True)
+    with open(os.path.join(out_dir, "error.txt"), "w") as f:
+        f.write(details)
+    repro = repro_command({"scenario_path": job.scenario_path, "seed": job.seed,
+                           "seeded_bugs": list(job.seeded_bugs), "buggify": {"enabled": job.buggify}})
+    return {"scenario": scenario_name, "path": job.scenario_path, "seed": job.seed, "verdict": "error",
+            "error": error, "traceback": details, "repro": repro, "replay": "", "trace_hash": "",
+            "out_dir": out_dir, "wall_s": 0.0,
+            "violations": [f"error: {error} (details in {out_dir}/error.txt)"], "expected": []}
 
 
 def write_junit(path: str, results: list[dict[str, Any]]) -> None:

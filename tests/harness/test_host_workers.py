@@ -26,3 +26,25 @@ def test_workers_are_new_for_every_chunk_and_every_item_is_answered_once(monkeyp
     assert all(1 <= len(pids) <= 2 for pids in by_chunk)
     assert not by_chunk[0] & by_chunk[1] and not by_chunk[1] & by_chunk[2]  # no worker outlives its chunk
     assert os.getpid() not in {pid for _, pid in seen}
+
+
+def dies_on_four(item: int) -> int:
+    if item == 4:
+        os.kill(os.getpid(), 9)  # as a segfault or the OOM killer ends a worker
+    return item * 10
+
+
+def test_a_worker_that_dies_costs_only_its_own_item() -> None:
+    results: dict[int, int] = {}
+    crashed: list[tuple[int, str]] = []
+    host.run_in_processes(dies_on_four, list(range(10)), 2, lambda item, r: results.__setitem__(item, r),
+                          lambda item, why: crashed.append((item, why)))
+    assert results == {i: i * 10 for i in range(10) if i != 4}
+    assert [item for item, _ in crashed] == [4]
+    assert "died" in crashed[0][1]
+
+
+def test_without_on_crash_a_dead_worker_stops_the_run() -> None:
+    from concurrent.futures.process import BrokenProcessPool
+    with pytest.raises(BrokenProcessPool):
+        host.run_in_processes(dies_on_four, list(range(10)), 2, lambda item, r: None)

@@ -81,8 +81,9 @@ def _built() -> None:
 
 
 def _run(scenario: str, seed: int, out: Path, mode: str, hashseed: str) -> dict[str, Any]:
+    buggify = ", '--buggify'" if "crash-swarm" in scenario else ""
     code = ("import sys; from kafkasim.cli import main; import kafkasim.runtime.native as n; "
-            f"sys.argv = ['kafkasim', 'run', {scenario!r}, '--seed', '{seed}', '--out', {str(out)!r}]; "
+            f"sys.argv = ['kafkasim', 'run', {scenario!r}, '--seed', '{seed}', '--out', {str(out)!r}{buggify}]; "
             "rc = main(); print('NATIVE', n.active()); sys.exit(rc)")
     proc = _python(code, KAFKASIM_NATIVE=mode, PYTHONHASHSEED=hashseed)
     assert f"NATIVE {mode == '1'}" in proc.stdout, proc.stdout + proc.stderr
@@ -92,11 +93,13 @@ def _run(scenario: str, seed: int, out: Path, mode: str, hashseed: str) -> dict[
 
 @pytest.mark.parametrize("scenario,seed", [("scenarios/cluster-leader-failover.toml", 3),
                                            ("scenarios/controller-zk-session-expiry.toml", 1),
-                                           ("scenarios/txn-coordinator-failover.toml", 2)])
+                                           ("scenarios/txn-coordinator-failover.toml", 2),
+                                           ("scenarios/crash-swarm/kill-failover-swarm.toml", 2604)])
 def test_a_compiled_run_is_the_pure_run(scenario: str, seed: int, tmp_path: Path) -> None:
     """Same seed, separate processes, different PYTHONHASHSEED: the same trace hash and verdict.
     (The controller scenario is here because a compiled controller once failed where the pure one
-    did not: resetting its context through __dict__, which native instances lack.)"""
+    did not: resetting its context through __dict__, which native instances lack. Crash-swarm seed
+    2604, with BUGGIFY, segfaulted compiled while a coroutine awaited inside an except block.)"""
     _built()
     pure = _run(scenario, seed, tmp_path / "pure", "0", "1")
     compiled = _run(scenario, seed, tmp_path / "native", "1", "2")
