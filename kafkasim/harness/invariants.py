@@ -15,7 +15,8 @@ briefly in the ISR without the data it had acknowledged).
                                truncated to a leader which had lost power (it inherits the loss),
                                until it has caught up to a leader that had not, or left the ISR
                                (seed 210: a stale ISR member with the old tail and high watermark
-                               may lead next). A deposed
+                               may lead next); the same for one that became a follower of such a
+                               leader (seed 1607: its log becomes the leader's). A deposed
                                leader is not judged: when the leader of a newer epoch is down,
                                one that missed its election (its ZooKeeper session expired) still
                                believes it leads with its old ISR, as Kafka allows.
@@ -63,14 +64,16 @@ class InvariantMonitor:
         self._power_lost: set[str] = set()
         self._suspect_since: dict[str, float] = {}              # node -> restart after a power loss
         self._cleared: dict[tuple[str, TopicPartition], float] = {}
-        # (follower, partition) -> when it truncated to a leader that had lost power since it last
-        # caught up: the follower's log is now as short as the leader's lost one.
+        # (follower, partition) -> when it truncated to, or began to follow, a leader that had lost
+        # power since it last caught up: the follower's log is now as short as the leader's lost one.
         self._inherited_loss: dict[tuple[str, TopicPartition], float] = {}
         # ... and when it last caught up to the high watermark of a leader that had not lost power
         # (a power-lost leader's high watermark is the short one), or left the ISR.
         self._inherited_cleared: dict[tuple[str, TopicPartition], float] = {}
+        self._last_stamp = -1.0
         self._handlers: dict[str, Callable[[str, dict[str, Any]], None]] = {
-            "produce": self._on_produce, "become_leader": self._on_become_leader, "become_follower": self._on_role,
+            "produce": self._on_produce, "become_leader": self._on_become_leader,
+            "become_follower": self._on_become_follower,
             "controller_elected": self._on_controller_elected, "node_crash": self._on_crash,
             "node_restart": self._on_restart, "follower_truncated": self._on_truncated,
         }
@@ -99,6 +102,17 @@ class InvariantMonitor:
         self._epochs[key] = max(epoch, last)
         self.check_partition(tp)
 
+    def _on_become_follower(self, node: str, f: dict[str, Any]) -> None:
+        """A follower of a leader whose log came back shorter from a power loss inherits the loss
+        as one that truncated to it does (_on_truncated): whether it cuts back or, being further
+        behind, only appends, its log becomes the leader's. Seed 1607 of the power-loss
+        default-flush swarm: broker-0, back from its own power loss at 99, fetched broker-1's
+        post-loss 99-101 and joined the ISR, while broker-2, never truncated, kept the lost
+        101-106 and the old high watermark 106 and was elected next."""
+        self._on_role(node, f)
+        if "leader" in f:
+            self._on_truncated(node, f)
+
     def _on_controller_elected(self, node: str, f: dict[str, Any]) -> None:
         epoch = f["epoch"]
         if epoch <= self._elected_epoch:
@@ -117,12 +131,12 @@ class InvariantMonitor:
         (which another ISR replica, untouched, may still hold) as the leader is."""
         tp, leader = (f["topic"], f["partition"]), broker_node_name(f["leader"])
         if self._lost_power_on(leader, tp):
-            self._inherited_loss[(node, tp)] = self.world.now_ms()
+            self._inherited_loss[(node, tp)] = self._stamp()
 
     def _on_restart(self, node: str, f: dict[str, Any]) -> None:
         if node in self._power_lost:
             self._power_lost.discard(node)
-            self._suspect_since[node] = self.world.now_ms()
+            self._suspect_since[node] = self._stamp()
 
     # ---------------------------------------------------------------- checks
     def check_everything(self) -> None:
@@ -168,7 +182,7 @@ class InvariantMonitor:
         self._hw[key] = max(hw, last)
 
     def _check_isr_has_hw(self, name: str, tp: TopicPartition, p: Any) -> None:
-        hw, now = p.high_watermark, self.world.now_ms()
+        hw, now = p.high_watermark, self._stamp()
         for broker_id in p.maximal_isr:
             follower = broker_node_name(broker_id)
             replica = self._replica(follower, tp)
@@ -209,6 +223,13 @@ class InvariantMonitor:
         return None if replica is None or replica.offline else replica
 
     # ---------------------------------------------------------------- results
+    def _stamp(self) -> float:
+        """Now, in simulated ms, but strictly after every earlier stamp: the exemptions compare
+        when things happened, and a follower can leave the ISR's check and begin following a
+        power-lost leader at one instant (seed 1607), in that order."""
+        self._last_stamp = max(self.world.now_ms(), self._last_stamp + 1e-9)
+        return self._last_stamp
+
     def _violation(self, check: str, key: tuple[Any, ...], **detail: Any) -> None:
         if (check,) + key in self._reported:
             return

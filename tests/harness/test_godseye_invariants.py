@@ -150,6 +150,39 @@ def test_a_follower_truncated_to_a_power_lost_leader_inherits_its_exemption() ->
     assert _count(m2, "hw-above-isr-replica") == 1
 
 
+def test_a_follower_of_a_power_lost_leader_inherits_its_exemption_even_when_it_only_appends() -> None:
+    """power-loss-default-flush-swarm seed 1607: broker-1 lost power (its tail 8-9 gone) and led
+    again; broker-0, further behind, followed it (appending only: no truncation) and joined the
+    ISR; broker-2 kept 8-9 and its high watermark 10 and was elected next. broker-0 at 8 is
+    excused, as one that truncated to broker-1 would be; a follower of a leader that never lost
+    power is not."""
+    m, world, p = _monitor(broker_0=FakePartition(4, False, leo=8),
+                           broker_1=FakePartition(4, True, high_watermark=8, leo=8),
+                           broker_2=FakePartition(4, False, leo=10))
+    m.on_event("broker-1", "node_crash", {"mode": "power"})
+    world.t = 5.0
+    m.on_event("broker-1", "node_restart", {})
+    world.t = 6.0
+    m.on_event("broker-0", "become_follower", {"topic": TP[0], "partition": TP[1], "leader": 1, "leader_epoch": 4})
+    world.t = 7.0
+    p["broker-1"].is_leader, p["broker-1"].leader_epoch = False, 5
+    p["broker-2"].is_leader, p["broker-2"].leader_epoch, p["broker-2"].high_watermark = True, 5, 10
+    p["broker-2"].maximal_isr = [2, 0]
+    p["broker-0"].leader_epoch = 5
+    m.on_event("broker-2", "become_leader", {"topic": TP[0], "partition": TP[1], "leader_epoch": 5})
+    assert _count(m, "hw-above-isr-replica") == 0
+    m2, world2, p2 = _monitor(broker_0=FakePartition(4, False, leo=8),
+                              broker_1=FakePartition(4, True, high_watermark=8, leo=8),
+                              broker_2=FakePartition(4, False, leo=10))
+    m2.on_event("broker-0", "become_follower", {"topic": TP[0], "partition": TP[1], "leader": 1, "leader_epoch": 4})
+    p2["broker-1"].is_leader, p2["broker-1"].leader_epoch = False, 5
+    p2["broker-2"].is_leader, p2["broker-2"].leader_epoch, p2["broker-2"].high_watermark = True, 5, 10
+    p2["broker-2"].maximal_isr = [2, 0]
+    p2["broker-0"].leader_epoch = 5
+    m2.on_event("broker-2", "become_leader", {"topic": TP[0], "partition": TP[1], "leader_epoch": 5})
+    assert _count(m2, "hw-above-isr-replica") == 1
+
+
 def test_catching_up_to_a_power_lost_leader_ends_no_exemption() -> None:
     """power-loss-default-flush-swarm seed 252: broker-0 and broker-2 both lost power; broker-2 came
     back leading the same epoch with a short log (8) and high watermark 0, and broker-0 fetched up
