@@ -16,7 +16,8 @@ briefly in the ISR without the data it had acknowledged).
                                until it has caught up to a leader that had not, or left the ISR
                                (seed 210: a stale ISR member with the old tail and high watermark
                                may lead next); the same for one that became a follower of such a
-                               leader (seed 1607: its log becomes the leader's). A deposed
+                               leader (seed 1607: its log becomes the leader's); leaving the ISR
+                               of such a leader ends neither (seed 3307). A deposed
                                leader is not judged: when the leader of a newer epoch is down,
                                one that missed its election (its ZooKeeper session expired) still
                                believes it leads with its old ISR, as Kafka allows.
@@ -203,9 +204,13 @@ class InvariantMonitor:
                 self._violation("hw-above-isr-replica", (tp, name, p.leader_epoch, follower), node=name,
                                 topic=tp[0], partition=tp[1], leader_epoch=p.leader_epoch, high_watermark=hw,
                                 isr=list(p.maximal_isr), replica=follower, replica_log_end_offset=leo)
+        leader_lossy = self._lost_power_on(name, tp)
         for broker_id in self._out_of_isr(p):
             self._cleared[(broker_node_name(broker_id), tp)] = now
-            self._inherited_cleared[(broker_node_name(broker_id), tp)] = now
+            if not leader_lossy:
+                # Out of the ISR of a power-lost leader, a follower rejoins by catching up to that
+                # leader's short log: its inherited loss goes on (seed 3307).
+                self._inherited_cleared[(broker_node_name(broker_id), tp)] = now
 
     def _lost_power_on(self, name: str, tp: TopicPartition) -> bool:
         """`name` restarted after a power loss and has not caught up on tp since (as a follower)."""

@@ -183,6 +183,36 @@ def test_a_follower_of_a_power_lost_leader_inherits_its_exemption_even_when_it_o
     assert _count(m2, "hw-above-isr-replica") == 1
 
 
+def test_leaving_the_isr_of_a_power_lost_leader_ends_no_inherited_exemption() -> None:
+    """power-loss-default-flush-swarm seed 3307: broker-1 lost power and led its epoch again from 8;
+    broker-0 truncated to it, was out of the ISR a while, and rejoined by catching up to broker-1's
+    short log; broker-2 kept 8-9 and the high watermark 10 and was elected next. broker-0 at 8 is
+    still excused; out of the ISR of a leader that never lost power, the exemption ends."""
+    for leader_lost_power, expected in ((True, 0), (False, 1)):
+        m, world, p = _monitor(broker_0=FakePartition(4, False, leo=8),
+                               broker_1=FakePartition(4, True, high_watermark=8, leo=8, maximal_isr=[1, 2]),
+                               broker_2=FakePartition(4, False, leo=10))
+        m.on_event("broker-2", "node_crash", {"mode": "power"})   # the other broker, so the
+        m.on_event("broker-2", "node_restart", {})                # world has had a power loss
+        world.t = 6.0
+        m.on_event("broker-0", "follower_truncated", {"topic": TP[0], "partition": TP[1], "leader": 1})
+        if leader_lost_power:
+            m.on_event("broker-1", "node_crash", {"mode": "power"})
+            m.on_event("broker-1", "node_restart", {})
+            world.t = 6.5
+            m.on_event("broker-0", "follower_truncated", {"topic": TP[0], "partition": TP[1], "leader": 1})
+        world.t = 7.0
+        m.check_partition(TP)                  # broker-0 out of broker-1's ISR
+        p["broker-1"].maximal_isr = [1, 2, 0]  # ... and back in
+        world.t = 8.0
+        p["broker-1"].is_leader, p["broker-1"].leader_epoch = False, 5
+        p["broker-2"].is_leader, p["broker-2"].leader_epoch, p["broker-2"].high_watermark = True, 5, 10
+        p["broker-2"].maximal_isr = [2, 0]
+        p["broker-0"].leader_epoch = 5
+        m.on_event("broker-2", "become_leader", {"topic": TP[0], "partition": TP[1], "leader_epoch": 5})
+        assert _count(m, "hw-above-isr-replica") == expected, leader_lost_power
+
+
 def test_catching_up_to_a_power_lost_leader_ends_no_exemption() -> None:
     """power-loss-default-flush-swarm seed 252: broker-0 and broker-2 both lost power; broker-2 came
     back leading the same epoch with a short log (8) and high watermark 0, and broker-0 fetched up
