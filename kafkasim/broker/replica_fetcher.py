@@ -79,6 +79,15 @@ class ReplicaFetcherThread:
         self.client: NetworkClient | None = None
         self._wakeup: Future[Any] | None = None
         self.task: Task | None = None
+        # partitionMapLock, as far as it matters here: held while a fetch response or an epoch
+        # answer changes the logs (appends with their flush, truncations with their fsyncs).
+        # Removing partitions waits for it and a shutdown never cuts it: Kafka's replica fetcher
+        # is not interruptible and its removePartitions takes the lock, so a follower's flush
+        # always completes before the partition's new role begins (power-loss-fsync-swarm 2444:
+        # a cancelled flush left an offset unsynced that the replica then committed as leader).
+        self._busy = False
+        self._stopping = False
+        self._idle_waiters: list[Future[Any]] = []
 
     # ---------------------------------------------------------------- membership
     def add_partitions(self, states: dict[TopicPartition, PartitionFetchState]) -> None:
@@ -94,9 +103,32 @@ class ReplicaFetcherThread:
         self.task = self.rt.spawn(self._run(), name=self.name)
 
     def shutdown(self) -> None:
+        """Stop now, or, while the logs are being changed, as soon as that is done."""
+        self._stopping = True
+        if self._busy:
+            return  # _leave() closes the client; _run returns
         if self.task is not None:
             self.task.cancel()
         if self.client is not None:
+            self.client.close()
+
+    async def idle(self) -> None:
+        """Wait until no fetch response or epoch answer is being applied (at once if none is:
+        no kernel step, so a removal that finds the thread idle changes no interleaving)."""
+        if self._busy:
+            waiter: Future[Any] = self.rt.future()
+            self._idle_waiters.append(waiter)
+            await waiter
+
+    def _enter(self) -> None:
+        self._busy = True
+
+    def _leave(self) -> None:
+        self._busy = False
+        waiters, self._idle_waiters = self._idle_waiters, []
+        for waiter in waiters:
+            waiter.set_result(None)
+        if self._stopping and self.client is not None:
             self.client.close()
 
     @property
@@ -105,7 +137,7 @@ class ReplicaFetcherThread:
 
     # ---------------------------------------------------------------- the loop
     async def _run(self) -> None:
-        while True:
+        while not self._stopping:
             if not self.partitions:
                 self._wakeup = self.rt.future()
                 await self._wakeup
@@ -166,6 +198,17 @@ class ReplicaFetcherThread:
 
     # ---------------------------------------------------------------- truncation (KIP-101/279)
     async def _truncate(self, tps: list[TopicPartition]) -> None:
+        self._enter()
+        try:
+            requests = await self._truncate_without_epochs(tps)
+        finally:
+            self._leave()
+        if not requests or self._stopping:
+            return
+        await self._ask_epoch_end_offsets(requests)
+
+    async def _truncate_without_epochs(self, tps: list[TopicPartition]) -> dict[TopicPartition, int]:
+        """Truncate the partitions that have no leader epochs; the others' latest epochs."""
         requests: dict[TopicPartition, int] = {}
         for tp in tps:
             p = self._partition(tp)
@@ -182,8 +225,9 @@ class ReplicaFetcherThread:
                 self._fetching_from(tp, p.log.log_end_offset)
                 continue
             requests[tp] = latest
-        if not requests:
-            return
+        return requests
+
+    async def _ask_epoch_end_offsets(self, requests: dict[TopicPartition, int]) -> None:
         T = OffsetForLeaderEpochRequest.OffsetForLeaderTopic
         by_topic: dict[str, list[Any]] = {}
         for (t, part), epoch in sorted(requests.items()):
@@ -195,15 +239,20 @@ class ReplicaFetcherThread:
         sent_epochs = {tp: self.partitions[tp].current_leader_epoch for tp in requests}
         assert self.client is not None
         resp = await self.client.send(req, OFFSET_FOR_LEADER_EPOCH_VERSION, self.config.replica_socket_timeout_ms)
-        for topic in resp.topics:
-            for r in topic.partitions:
-                tp = (topic.topic, r.partition)
-                st = self.partitions.get(tp)
-                # Kafka's truncateToEpochEndOffsets drops an answer if the partition's leader epoch
-                # changed while it was out (a LeaderAndIsr re-added it): an old epoch's
-                # FENCED_LEADER_EPOCH must not remove the new epoch's state (kill-failover-swarm 791).
-                if tp in requests and st is not None and st.current_leader_epoch == sent_epochs[tp]:
-                    await self._on_epoch_end_offset(tp, requests[tp], r.error_code, r.leader_epoch, r.end_offset)
+        self._enter()
+        try:
+            for topic in resp.topics:
+                for r in topic.partitions:
+                    tp = (topic.topic, r.partition)
+                    st = self.partitions.get(tp)
+                    # Kafka's truncateToEpochEndOffsets drops an answer if the partition's leader
+                    # epoch changed while it was out (a LeaderAndIsr re-added it): an old epoch's
+                    # FENCED_LEADER_EPOCH must not remove the new epoch's state (kill-failover-swarm 791).
+                    if tp in requests and st is not None and st.current_leader_epoch == sent_epochs[tp]:
+                        await self._on_epoch_end_offset(tp, requests[tp], r.error_code, r.leader_epoch,
+                                                        r.end_offset)
+        finally:
+            self._leave()
 
     async def _on_epoch_end_offset(self, tp: TopicPartition, asked_epoch: int, error: int, leader_epoch: int,
                                    end_offset: int) -> None:
@@ -288,13 +337,17 @@ class ReplicaFetcherThread:
         assert self.client is not None
         resp = await self.client.send(req, FETCH_VERSION,
                                       cfg.replica_socket_timeout_ms + cfg.replica_fetch_wait_max_ms)
-        for topic in resp.responses:
-            for pd in topic.partitions:
-                tp = (topic.topic, pd.partition_index)
-                current = self.partitions.get(tp)
-                if current is None or current.truncating or sent.get(tp) != current.fetch_offset:
-                    continue  # removed or reset while the fetch was in flight
-                await self._process_partition_data(tp, current, pd)
+        self._enter()
+        try:
+            for topic in resp.responses:
+                for pd in topic.partitions:
+                    tp = (topic.topic, pd.partition_index)
+                    current = self.partitions.get(tp)
+                    if current is None or current.truncating or sent.get(tp) != current.fetch_offset:
+                        continue  # removed or reset while the fetch was in flight
+                    await self._process_partition_data(tp, current, pd)
+        finally:
+            self._leave()
 
     def _last_fetched_epoch(self, p: Partition) -> int:
         """Fetch v12's last_fetched_epoch: the epoch of the follower's last batch (its epoch cache's
@@ -418,14 +471,15 @@ class ReplicaFetcherManager:
         # append offset), with what it saw; gone once a LeaderAndIsr adds or removes them again.
         self.failed_partitions: dict[TopicPartition, dict[str, int]] = {}
 
-    def add_fetcher_for_partitions(self, states: dict[TopicPartition, tuple[Z.BrokerInfo, PartitionFetchState]]
-                                   ) -> None:
+    async def add_fetcher_for_partitions(self, states: dict[TopicPartition, tuple[Z.BrokerInfo, PartitionFetchState]]
+                                         ) -> None:
         by_leader: dict[int, dict[TopicPartition, PartitionFetchState]] = {}
         for tp, (leader, st) in sorted(states.items()):
             thread = self.threads.get(leader.broker_id)
             if thread is not None and (thread.leader.host, thread.leader.port) != (leader.host, leader.port):
-                thread.shutdown()   # the leader restarted elsewhere
-                del self.threads[leader.broker_id]
+                del self.threads[leader.broker_id]  # the leader restarted elsewhere
+                await thread.idle()  # Kafka's shutdown joins the thread
+                thread.shutdown()
                 thread = None
             if thread is None:
                 thread = self.threads[leader.broker_id] = ReplicaFetcherThread(self, leader)
@@ -436,13 +490,25 @@ class ReplicaFetcherManager:
         for bid, sts in sorted(by_leader.items()):
             self.threads[bid].add_partitions(sts)
 
-    def remove_fetcher_for_partitions(self, tps: list[TopicPartition]) -> None:
+    async def remove_fetcher_for_partitions(self, tps: list[TopicPartition]) -> None:
+        """AbstractFetcherManager.removeFetcherForPartitions: each thread's removePartitions takes
+        its partitionMapLock, so an append or truncation in progress finishes first."""
+        for thread in self.remove_fetcher_for_partitions_now(tps):
+            await thread.idle()
+        self.shutdown_idle_fetcher_threads()
+
+    def remove_fetcher_for_partitions_now(self, tps: list[TopicPartition]) -> list[ReplicaFetcherThread]:
+        """Remove without waiting (a failed log dir: its appends fail anyway); the threads touched."""
+        touched: list[ReplicaFetcherThread] = []
         for tp in tps:
             self.failed_partitions.pop(tp, None)
             bid = self.assigned.pop(tp, None)
             if bid is not None and bid in self.threads:
-                self.threads[bid].remove_partitions([tp])
-        self.shutdown_idle_fetcher_threads()
+                thread = self.threads[bid]
+                thread.remove_partitions([tp])
+                if thread not in touched:
+                    touched.append(thread)
+        return touched
 
     def shutdown_idle_fetcher_threads(self) -> None:
         for bid in sorted(self.threads):

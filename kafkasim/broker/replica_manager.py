@@ -222,7 +222,7 @@ class ReplicaManager:
         return p
 
     async def _make_leader(self, p: Partition, state: PartitionState) -> bool:
-        self.fetcher_manager.remove_fetcher_for_partitions([(p.topic, p.index)])
+        await self.fetcher_manager.remove_fetcher_for_partitions([(p.topic, p.index)])
         # The new epoch starts at the log end offset, recorded before any append of the epoch.
         new = await p.become_leader(state)
         self.rt.trace("become_leader", topic=p.topic, partition=p.index, leader_epoch=state.leader_epoch,
@@ -309,8 +309,8 @@ class ReplicaManager:
                 if was_leader:
                     for r_listener in self.resignation_listeners:
                         r_listener(tp[0], tp[1], st.leader_epoch)
-        self.fetcher_manager.remove_fetcher_for_partitions(sorted(fetch_states))
-        self.fetcher_manager.add_fetcher_for_partitions(fetch_states)
+        await self.fetcher_manager.remove_fetcher_for_partitions(sorted(fetch_states))
+        await self.fetcher_manager.add_fetcher_for_partitions(fetch_states)
         return E.NONE, errors
 
     async def _check_leader_and_isr_epoch(self, p: Partition | None, item: LeaderAndIsrPartition) -> int | None:
@@ -364,7 +364,7 @@ class ReplicaManager:
                 errors[tp] = E.NONE
             else:
                 errors[tp] = E.FENCED_LEADER_EPOCH
-        self.fetcher_manager.remove_fetcher_for_partitions([tp for tp, _, _ in stop])
+        await self.fetcher_manager.remove_fetcher_for_partitions([tp for tp, _, _ in stop])
         for tp, delete, leader_epoch in stop:
             p = self.partitions.get(tp)
             if p is not None and p.is_leader:
@@ -586,7 +586,8 @@ class ReplicaManager:
         self._failure_handled = True
         self.offline = True
         tps = sorted(self.partitions)
-        self.fetcher_manager.remove_fetcher_for_partitions(tps)
+        self.fetcher_manager.remove_fetcher_for_partitions_now(tps)
+        self.fetcher_manager.shutdown_idle_fetcher_threads()
         for tp in tps:
             p = self.partitions[tp]
             if p.is_leader:

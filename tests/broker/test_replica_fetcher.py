@@ -10,6 +10,7 @@ leader answers a diverging epoch instead of records: the follower truncates ther
 from __future__ import annotations
 
 import io
+from collections.abc import Coroutine
 from types import SimpleNamespace
 from typing import Any
 
@@ -42,6 +43,9 @@ class OneAnswerClient:
     async def send(self, req: Any, version: int, timeout_ms: float) -> Any:
         self.asked.append(req)
         return self.answer
+
+    def close(self) -> None:
+        self.closed = True
 
 
 def _fetcher(rt: Any, log: Log, client: OneAnswerClient, leader_epoch: int) -> tuple[ReplicaFetcherThread, Any]:
@@ -228,6 +232,15 @@ def test_an_empty_log_inside_the_first_batch_starts_over_at_its_base() -> None:
     assert "replica_fetch_partition_failed" not in out.getvalue()
 
 
+def _at_once(step: Coroutine[Any, Any, None]) -> None:
+    """Run a coroutine that must not wait (no thread is applying a response here)."""
+    try:
+        step.send(None)
+    except StopIteration:
+        return
+    raise AssertionError("waited for a fetcher thread that was applying nothing")
+
+
 def test_a_leader_and_isr_that_adds_or_removes_a_failed_partition_clears_its_failure() -> None:
     # AbstractFetcherManager.addFetcherForPartitions and removeFetcherForPartitions both take the
     # partitions out of failedPartitions: only a partition still failed is a stall to name.
@@ -238,7 +251,71 @@ def test_a_leader_and_isr_that_adds_or_removes_a_failed_partition_clears_its_fai
     manager.failed_partitions.update({TP: dict(seen), ("events", 0): dict(seen), ("events", 1): dict(seen)})
     leader = BrokerInfo(0, "broker-0", 9092, None)
     manager.threads[0] = ReplicaFetcherThread(manager, leader)   # not started: no fetching here
-    manager.add_fetcher_for_partitions({TP: (leader, PartitionFetchState(b"\0" * 16, 3, 8))})
-    manager.remove_fetcher_for_partitions([("events", 0)])
+    _at_once(manager.add_fetcher_for_partitions({TP: (leader, PartitionFetchState(b"\0" * 16, 3, 8))}))
+    _at_once(manager.remove_fetcher_for_partitions([("events", 0)]))
     assert manager.failed_partitions == {("events", 1): seen}
     manager.shutdown()
+
+
+def _slow_appending_fetcher(rt: Any, log: Log, steps: list[str]) -> tuple[ReplicaFetcherManager, ReplicaFetcherThread]:
+    """A fetcher whose follower append takes 50 ms (flush.messages=1: the fsync of what it
+    appended), started on one Fetch whose answer is empty records."""
+    answer = FetchResponse(responses=[FetchResponse.FetchableTopicResponse(topic=TP[0], partitions=[
+        PD(partition_index=TP[1], error_code=0, high_watermark=0, log_start_offset=0, records=b"")])])
+    thread, partition = _fetcher(rt, log, OneAnswerClient(answer), leader_epoch=3)
+
+    async def append_records_to_follower(*_: Any) -> None:
+        steps.append("append")
+        await rt.sleep(50)
+        steps.append("flushed")
+
+    partition.append_records_to_follower = append_records_to_follower
+    manager = ReplicaFetcherManager(thread.rm)
+    thread.manager = manager
+    manager.threads[0], manager.assigned[TP] = thread, 0
+    thread.task = rt.spawn(thread._fetch([TP]), name=thread.name)
+    return manager, thread
+
+
+def test_removing_a_partition_waits_for_the_append_in_progress_and_never_cuts_its_flush() -> None:
+    # power-loss-fsync-swarm seed 2444: a LeaderAndIsr removed the partition from its fetcher
+    # while the fetcher flushed an append; the cancel cut the fsync, the replica then led with
+    # that offset unsynced and committed, and a power loss took it. Kafka's removePartitions
+    # takes the thread's partitionMapLock (held while a response is applied) and the replica
+    # fetcher thread is not interruptible.
+    world = SimWorld(1, trace_out=io.StringIO())
+    rt = world.add_node("broker-1").runtime
+    steps: list[str] = []
+
+    async def body() -> Any:
+        log = await Log.load(rt, "events-2", LogConfig())
+        manager, thread = _slow_appending_fetcher(rt, log, steps)
+        await rt.sleep(10)              # the append's flush is in progress
+        await manager.remove_fetcher_for_partitions([TP])
+        steps.append("removed")
+        assert thread.task is not None
+        await rt.sleep(1)
+        return thread.task.done(), manager.threads
+
+    done, threads = _run(world, rt, body)
+    assert steps == ["append", "flushed", "removed"]
+    assert done and threads == {}
+
+
+def test_a_shutdown_during_an_append_lets_the_flush_finish_and_then_stops_the_thread() -> None:
+    world = SimWorld(1, trace_out=io.StringIO())
+    rt = world.add_node("broker-1").runtime
+    steps: list[str] = []
+
+    async def body() -> Any:
+        log = await Log.load(rt, "events-2", LogConfig())
+        _, thread = _slow_appending_fetcher(rt, log, steps)
+        await rt.sleep(10)
+        thread.shutdown()               # e.g. the leader came back at another address
+        steps.append("shutdown")
+        assert thread.task is not None
+        await thread.task               # ends normally (a cancel would raise here)
+        return thread.client.closed if thread.client is not None else None
+
+    assert _run(world, rt, body) is True
+    assert steps == ["append", "shutdown", "flushed"]
