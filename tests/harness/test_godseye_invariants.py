@@ -86,6 +86,13 @@ def _monitor(**parts: FakePartition) -> tuple[InvariantMonitor, FakeWorld, dict[
     return InvariantMonitor(world, FakeCluster(world, named)), world, named  # type: ignore[arg-type]
 
 
+def _power_loss(m: InvariantMonitor, world: FakeWorld, node: str, back_at: float = 5.0) -> None:
+    """`node` loses power now and is back at `back_at`, as the monitor sees it."""
+    m.on_event(node, "node_crash", {"mode": "power"})
+    world.t = back_at
+    m.on_event(node, "node_restart", {})
+
+
 def _count(m: InvariantMonitor, name: str) -> int:
     return next(len(r.anomalies) for r in m.results() if r.name == name)
 
@@ -100,9 +107,7 @@ def test_high_watermark_above_an_isr_follower_is_caught_unless_it_lost_power() -
     # A follower that restarted after a power loss may be behind while still in the ISR ...
     m2, world2, p2 = _monitor(broker_0=FakePartition(3, True, high_watermark=10, leo=12),
                               broker_1=FakePartition(3, False, leo=12), broker_2=FakePartition(3, False, leo=12))
-    m2.on_event("broker-2", "node_crash", {"mode": "power"})
-    world2.t = 5.0
-    m2.on_event("broker-2", "node_restart", {})
+    _power_loss(m2, world2, "broker-2")
     p2["broker-2"].leo = 4
     m2.check_partition(TP)
     assert _count(m2, "hw-above-isr-replica") == 0
@@ -123,9 +128,7 @@ def test_a_follower_truncated_to_a_power_lost_leader_inherits_its_exemption() ->
     m, world, p = _monitor(broker_0=FakePartition(14, True, high_watermark=8, leo=8),
                            broker_1=FakePartition(14, False, high_watermark=10, leo=10),
                            broker_2=FakePartition(14, False, leo=10))
-    m.on_event("broker-0", "node_crash", {"mode": "power"})
-    world.t = 5.0
-    m.on_event("broker-0", "node_restart", {})
+    _power_loss(m, world, "broker-0")
     world.t = 6.0
     p["broker-2"].leo = 8
     m.on_event("broker-2", "follower_truncated", {"topic": TP[0], "partition": TP[1], "leader": 0})
@@ -159,9 +162,7 @@ def test_a_follower_of_a_power_lost_leader_inherits_its_exemption_even_when_it_o
     m, world, p = _monitor(broker_0=FakePartition(4, False, leo=8),
                            broker_1=FakePartition(4, True, high_watermark=8, leo=8),
                            broker_2=FakePartition(4, False, leo=10))
-    m.on_event("broker-1", "node_crash", {"mode": "power"})
-    world.t = 5.0
-    m.on_event("broker-1", "node_restart", {})
+    _power_loss(m, world, "broker-1")
     world.t = 6.0
     m.on_event("broker-0", "become_follower", {"topic": TP[0], "partition": TP[1], "leader": 1, "leader_epoch": 4})
     world.t = 7.0
