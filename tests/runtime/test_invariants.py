@@ -96,6 +96,17 @@ def test_the_real_world_traces_a_violation_and_goes_on(tmp_path: Path) -> None:
     assert (record["ev"], record["what"], record["node"]) == ("invariant_violated", "broken", "b")
 
 
+def test_a_task_failing_after_its_node_stopped_is_kept_without_a_trace_to_write_to(tmp_path: Path) -> None:
+    # CI, test_security_inter_broker: a broker task ended with an error after the broker had
+    # closed its trace; the write to the closed file printed a traceback into the broker's log.
+    trace = JsonlTrace.to_file(str(tmp_path / "trace.jsonl"))
+    node = RealNode("b", str(tmp_path), trace=trace)
+    trace.close()
+    node._record_failure("late-task", ConnectionError("lost"))
+    assert node.failures == [("b", "late-task", "ConnectionError: lost")]
+    assert (tmp_path / "trace.jsonl").read_text() == ""
+
+
 def test_a_violated_invariant_fails_the_run_by_its_name(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     original = Log.update_high_watermark
 

@@ -102,8 +102,12 @@ class JsonlTrace:
         return cls(open(path, "a", buffering=1))
 
     def close(self) -> None:
+        """Finish the trace. A task that ends after its node stopped (a fetcher finishing the
+        append it was applying, a connection lost under it) has no trace left to write to: its
+        failure stays in the node's `failures`, and the write is dropped, not a traceback."""
         if self._out is not None:
             self._out.close()
+            self._out = None
 
     def emit(self, node: str, ev: str, fields: dict[str, Any]) -> None:
         if self._out is None:
