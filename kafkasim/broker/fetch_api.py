@@ -18,10 +18,19 @@ partition) last, grouped by topic where consecutive (FetchResponse.toMessage).
 
 Fetch sessions (v7+, KIP-227) are fetch_session.py's: the context it gives says which
 partitions to read (an incremental fetch reads the session's) and which of the answers to send.
+
+Authorization (with an authorizer) is checked here, on the context's partitions, as
+KafkaApis.handleFetchRequest does it, not by a rule on the request (security/authorizer_rules.py):
+an incremental fetch reads session partitions its request does not name, and a check of the
+request alone let a consumer read on in its session after its READ was revoked. A follower
+needs CLUSTER_ACTION (else every partition TOPIC_AUTHORIZATION_FAILED); a consumer READ on each
+topic (else its partitions TOPIC_AUTHORIZATION_FAILED; an unknown topic id is UNKNOWN_TOPIC_ID
+first).
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -38,6 +47,7 @@ from kafkasim.broker.fetch_session import (
 )
 from kafkasim.broker.replica_manager import FetchResult, FetchSpec
 from kafkasim.broker.request_context import context_of
+from kafkasim.broker.security.acl_types import CLUSTER_NAME, AclOperation, ResourceType
 from kafkasim.protocol import errors as E
 from kafkasim.protocol.messages.fetch import FetchRequest, FetchResponse
 from kafkasim.records.conversion import UnsupportedCompressionTypeError, lazy_down_convert
@@ -46,6 +56,7 @@ if TYPE_CHECKING:
     from kafkasim.broker.config import BrokerConfig
     from kafkasim.broker.metadata_cache import MetadataCache
     from kafkasim.broker.replica_manager import ReplicaManager
+    from kafkasim.broker.security.authorizer import AclAuthorizer
     from kafkasim.protocol.messages.headers import RequestHeader
     from kafkasim.runtime.api import NodeRuntime
 
@@ -89,8 +100,10 @@ def _down_convert_magic(version: int) -> int | None:
 
 class FetchApi:
     def __init__(self, rt: NodeRuntime, config: BrokerConfig, replica_manager: ReplicaManager,
-                 metadata_cache: MetadataCache) -> None:
+                 metadata_cache: MetadataCache, authorizer: AclAuthorizer | None = None) -> None:
+        """`authorizer`: authorizer.class.name's (None: every fetch is allowed)."""
         self.rt = rt
+        self.authorizer = authorizer
         self.config = config
         self.replica_manager = replica_manager
         self.metadata_cache = metadata_cache
@@ -108,7 +121,7 @@ class FetchApi:
                                                      _forgotten(req, version, names), names, self.rt.now_ms())
         except ShardOutOfRange:
             return _error_response(req, version, E.UNKNOWN_SERVER_ERROR)
-        wanted, specs = self._resolve(context, version, replica_id >= 0)
+        wanted, specs = self._resolve(context, version, replica_id >= 0, self._allowed(header, replica_id >= 0))
         results: list[FetchResult] = []
         if specs:
             max_bytes = min(req.max_bytes, self.config.fetch_max_bytes)
@@ -150,11 +163,32 @@ class FetchApi:
     def _topic_names(self) -> dict[bytes, str]:
         return {m.topic_id: m.name for m in self.metadata_cache.topics.values() if m.topic_id != ZERO_UUID}
 
-    def _resolve(self, context: FetchContext, version: int,
-                 from_follower: bool) -> tuple[list[_Wanted], list[FetchSpec]]:
+    def _allowed(self, header: RequestHeader, from_follower: bool) -> Callable[[str | None], bool]:
+        """May this request read a topic (None: a topic id unknown here)? A follower: CLUSTER_ACTION,
+        for every partition alike; a consumer: READ on the topic, asked once per topic (as
+        filterByAuthorized); an unknown id is the consumer's UNKNOWN_TOPIC_ID, never asked."""
+        authorizer = self.authorizer
+        if authorizer is None:
+            return _always
+        ctx = context_of(header)
+        if from_follower:
+            cluster_action = authorizer.authorize(ctx, AclOperation.CLUSTER_ACTION, ResourceType.CLUSTER, CLUSTER_NAME)
+            return lambda _topic: cluster_action
+        read: dict[str, bool] = {}
+
+        def allowed(topic: str | None) -> bool:
+            if topic is None:
+                return True
+            if topic not in read:
+                read[topic] = authorizer.authorize(ctx, AclOperation.READ, ResourceType.TOPIC, topic)
+            return read[topic]
+        return allowed
+
+    def _resolve(self, context: FetchContext, version: int, from_follower: bool,
+                 allowed: Callable[[str | None], bool]) -> tuple[list[_Wanted], list[FetchSpec]]:
         """The context's partitions: those to read (with their FetchSpecs), then the refused ones
-        in Kafka's order — a consumer's unknown topic ids before its unknown partitions (two
-        passes in KafkaApis), a follower's in one pass."""
+        in Kafka's order — a consumer's unknown topic ids before its denied and unknown partitions
+        (two passes in KafkaApis), a follower's in one pass (all denied without CLUSTER_ACTION)."""
         cache = self.metadata_cache
         readable: list[_Wanted] = []
         unknown_ids: list[_Wanted] = []
@@ -164,6 +198,9 @@ class FetchApi:
         metas: dict[str, Any] = {}  # one metadata lookup per topic, not per partition
         for tp, p in context.partitions():
             _, name, index = tp
+            if not allowed(name):
+                unknown.append(_Wanted(tp, p, E.TOPIC_AUTHORIZATION_FAILED))
+                continue
             if name is None:
                 (unknown if from_follower else unknown_ids).append(_Wanted(tp, p, E.UNKNOWN_TOPIC_ID))
                 continue
@@ -236,6 +273,10 @@ class FetchApi:
         # Each leader's endpoint on the request's listener (Kafka: getAliveBrokerNode(id, listenerName)).
         return [NE(node_id=b, host=ep[0], port=ep[1], rack=brokers[b].rack)
                 for b in ids if b in brokers and (ep := brokers[b].endpoint(listener)) is not None]
+
+
+def _always(_topic: str | None) -> bool:
+    return True
 
 
 def _fetch_data(req: FetchRequest, version: int, names: dict[bytes, str]) -> dict[TopicIdPartition, PartitionRequest]:

@@ -107,7 +107,7 @@ class KafkaApis:
             A.API_VERSIONS: self.handle_api_versions,
             A.METADATA: self.handle_metadata,
             A.PRODUCE: ProduceApi(rt, replica_manager, metadata_cache).handle,
-            A.FETCH: FetchApi(rt, config, replica_manager, metadata_cache).handle,
+            A.FETCH: FetchApi(rt, config, replica_manager, metadata_cache, authorizer).handle,
             A.LIST_OFFSETS: ListOffsetsApi(rt, replica_manager).handle,
             A.CREATE_TOPICS: self.handle_create_topics,
         }

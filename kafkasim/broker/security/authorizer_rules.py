@@ -4,8 +4,10 @@ KafkaApis/AuthHelper checks (ZooKeeper mode, 3.9), in one place.
 A rule wraps an API's handler: it authorizes the request's resources, hands the handler the
 part that is allowed (the handler never sees a denied topic, so a denied topic is neither
 created nor disclosed), and merges the denials into the handler's answer, per resource, as
-Kafka answers them (partial results in Produce, Fetch, OffsetCommit, ...). A request denied as
-a whole never reaches its handler. Without an authorizer KafkaApis calls the handlers directly.
+Kafka answers them (partial results in Produce, OffsetCommit, ...). A request denied as
+a whole never reaches its handler. Fetch is the exception: fetch_api.py checks the partitions
+of its fetch session, which the request does not name. Without an authorizer KafkaApis calls the
+handlers directly.
 
 This module holds the data path and Metadata; authorizer_rules_groups.py the group and
 transaction APIs, authorizer_rules_admin.py the admin and inter-broker ones.
@@ -21,7 +23,6 @@ from kafkasim.broker.request_context import RequestContext, context_of
 from kafkasim.broker.security.acl_types import CLUSTER_NAME, AclOperation, ResourceType
 from kafkasim.protocol import api as A
 from kafkasim.protocol import errors as E
-from kafkasim.protocol.messages.fetch import FetchResponse
 from kafkasim.protocol.messages.headers import RequestHeader
 from kafkasim.protocol.messages.list_offsets import ListOffsetsResponse
 from kafkasim.protocol.messages.metadata import MetadataResponse
@@ -113,40 +114,8 @@ async def produce(a: Authz, header: RequestHeader, req: Any, call: Call) -> Mess
 
 
 # ---------------------------------------------------------------- Fetch
-async def fetch(a: Authz, header: RequestHeader, req: Any, call: Call) -> Message | None:
-    """A follower's fetch needs CLUSTER_ACTION (else every partition TOPIC_AUTHORIZATION_FAILED),
-    a consumer's READ on each topic (by id from v13: an unknown id is the handler's answer)."""
-    version = header.request_api_version
-    replica = req.replica_state.replica_id if version >= 15 else req.replica_id
-    if replica >= 0:
-        denied = [] if a.cluster(OP.CLUSTER_ACTION) else list(req.topics)
-    else:
-        denied = a.denied(req.topics, OP.READ, TOPIC, lambda t: _fetch_topic_name(a, t, version) or "")
-        denied = [t for t in denied if _fetch_topic_name(a, t, version) is not None]
-    if not denied:
-        return await call(req)
-    req.topics = [t for t in req.topics if t not in denied]
-    resp = await call(req)
-    assert isinstance(resp, FetchResponse)
-    T = FetchResponse.FetchableTopicResponse
-    P = T.PartitionData
-    # Empty records, not null: Kafka's KafkaApis passes every partition of the answer through
-    # maybeConvertFetchedData, whose FetchResponse.recordsOrFail makes a null MemoryRecords.EMPTY —
-    # and librdkafka cannot parse a MessageSetSize of -1.
-    resp.responses.extend(T(topic=t.topic, topic_id=t.topic_id, partitions=[
-        P(partition_index=p.partition, error_code=E.TOPIC_AUTHORIZATION_FAILED, high_watermark=-1,
-          last_stable_offset=-1, log_start_offset=-1, aborted_transactions=None, preferred_read_replica=-1,
-          records=b"") for p in t.partitions]) for t in denied)
-    return resp
-
-
-def _fetch_topic_name(a: Authz, t: Any, version: int) -> str | None:
-    if version < 13:
-        return str(t.topic)
-    for meta in a.cache.topics.values():
-        if meta.topic_id == t.topic_id:
-            return str(meta.name)
-    return None
+# No rule: FetchApi authorizes the fetch *context's* partitions (an incremental fetch reads
+# session partitions its request does not name), as KafkaApis.handleFetchRequest does.
 
 
 # ---------------------------------------------------------------- ListOffsets
@@ -254,7 +223,6 @@ async def describe_producers(a: Authz, header: RequestHeader, req: Any, call: Ca
 
 CORE_RULES: dict[int, Rule] = {
     A.PRODUCE: produce,
-    A.FETCH: fetch,
     A.LIST_OFFSETS: list_offsets,
     A.METADATA: metadata,
     A.OFFSET_FOR_LEADER_EPOCH: offset_for_leader_epoch,

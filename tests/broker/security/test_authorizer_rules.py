@@ -13,6 +13,7 @@ from kafkasim.protocol import api as A
 from kafkasim.protocol import errors as E
 from kafkasim.protocol.messages.create_acls import CreateAclsRequest as C
 from kafkasim.protocol.messages.create_topics import CreateTopicsRequest
+from kafkasim.protocol.messages.delete_acls import DeleteAclsRequest as X
 from kafkasim.protocol.messages.delete_topics import DeleteTopicsRequest
 from kafkasim.protocol.messages.fetch import FetchRequest
 from kafkasim.protocol.messages.find_coordinator import FindCoordinatorRequest
@@ -26,7 +27,7 @@ from kafkasim.protocol.messages.update_metadata import UpdateMetadataRequest
 from kafkasim.records.batch import Record, build_batch
 from kafkasim.runtime.api import NodeRuntime
 from kafkasim.runtime.sim.world import SimWorld
-from tests.broker.security.test_acl_apis import AUTH, creation
+from tests.broker.security.test_acl_apis import AUTH, any_filter, creation
 from tests.broker.test_idempotence import _connect, _run
 
 pytestmark = pytest.mark.sim
@@ -97,6 +98,46 @@ def test_produce_and_fetch_answer_per_topic() -> None:
                                                    E.TOPIC_AUTHORIZATION_FAILED)
 
 
+async def _session_fetch(who: As, session_id: int, epoch: int, offset: int | None) -> Any:
+    """A consumer's Fetch v11 in a fetch session: orders-0 from `offset`, or no partition at all
+    (an incremental fetch that changes nothing: the session's partitions are read)."""
+    FT = FetchRequest.FetchTopic
+    topics = [] if offset is None else [FT(topic="orders", partitions=[FT.FetchPartition(
+        partition=0, fetch_offset=offset, partition_max_bytes=1 << 20)])]
+    req = FetchRequest(replica_id=-1, max_wait_ms=0, min_bytes=0, max_bytes=1 << 20, isolation_level=0,
+                       session_id=session_id, session_epoch=epoch, topics=topics)
+    r = await who.call(A.FETCH, 11, req)
+    return r.error_code, r.session_id, [(t.topic, p.partition_index, p.error_code, len(p.records or b""))
+                                        for t in r.responses for p in t.partitions]
+
+
+def test_a_fetch_session_cannot_read_on_after_its_read_acl_is_revoked() -> None:
+    """KafkaApis authorizes the fetch context's partitions, the session's included: once alice's
+    READ on orders is gone, an incremental fetch that does not name orders-0 (its position did
+    not move) gets TOPIC_AUTHORIZATION_FAILED for it, not the record written since. A check of
+    the request's own topics let the session read on (the acl-revoke scenario, with fetch
+    sessions in the consumer)."""
+    async def body(world: SimWorld, rt: NodeRuntime, servers: dict[str, Any]) -> Any:
+        alice, _ = await setup(rt, servers)
+        assert await alice.produce("orders") == [("orders", E.NONE)]
+        full = await _session_fetch(alice, 0, 0, 1)             # full fetch: creates the session
+        session = full[1]
+        before = await _session_fetch(alice, session, 1, None)  # nothing new: answers nothing
+        w = await _connect(rt)
+        r = await w.call(A.DELETE_ACLS, 1, X(filters=[X.DeleteAclsFilter(**any_filter(
+            resource_type_filter=2, resource_name_filter="orders", pattern_type_filter=3, operation=3))]))
+        assert [len(f.matching_acls) for f in r.filter_results] == [1]
+        await rt.sleep(1000)                                     # the brokers' ACL caches see it
+        assert await alice.produce("orders") == [("orders", E.NONE)]   # alice may still WRITE
+        after = await _session_fetch(alice, session, 2, None)
+        return full, before, after
+
+    full, before, after = _run(body, **AUTH)
+    assert full[0] == E.NONE and full[1] != 0 and full[2] == [("orders", 0, E.NONE, 0)]
+    assert before == (E.NONE, full[1], [])
+    assert after == (E.NONE, full[1], [("orders", 0, E.TOPIC_AUTHORIZATION_FAILED, 0)])
+
+
 def test_metadata_hides_what_the_principal_may_not_describe() -> None:
     async def body(world: SimWorld, rt: NodeRuntime, servers: dict[str, Any]) -> Any:
         alice, bob = await setup(rt, servers)
@@ -162,7 +203,7 @@ def test_every_rule_answers_a_denied_principal_with_an_encodable_response() -> N
         _, bob = await setup(rt, servers)
         apis = servers["broker"].apis
         out = []
-        for key in sorted(apis.request_authorizer.rules):
+        for key in sorted(set(apis.request_authorizer.rules) | {A.FETCH}):   # Fetch: FetchApi's checks
             lo, hi = apis.supported[key]
             for version in range(lo, hi + 1):
                 info = A.api_info(key)
