@@ -100,7 +100,7 @@ def run_liveness_phase(world: SimWorld, cluster: SimCluster, faults: Owner, spec
         return [CheckResult("liveness", [])], summary
     problems = probe.problems or [{"what": "probe", "error": "the probe did not finish a round"}]
     stalls, problems = split_epoch_flip_stalls(cluster, problems, flipped or set())
-    failed, problems = split_unexpected_append_stalls(cluster, problems) if power_loss else ([], problems)
+    failed, problems = split_unexpected_append_stalls(cluster, problems, power_loss, flipped or set())
     named = [CheckResult("leader-epoch-flip-stall", stalls), CheckResult(UNEXPECTED_APPEND_STALL, failed)]
     if not problems:
         return [CheckResult("liveness", []), *named], summary
@@ -159,23 +159,33 @@ def _epoch_flip_stalled(cluster: SimCluster, problem: dict[str, Any],
     return out
 
 
-# A follower whose fetched batch starts below its log end (a power-lost leader came back and rewrote
-# the offsets the follower still holds, in other batches: epoch-reused-after-power-loss) is out of
-# the ISR for good in Kafka 3.9 as well: UnifiedLog.append throws UnexpectedAppendOffsetException,
-# AbstractFetcherThread marks the partition failed and fetches it no more until a LeaderAndIsr
-# adds it again, and the healed cluster sends none (the leader's epoch does not change). The log's
-# divergence stands, not a new replication bug: named on its own, for a power-loss scenario to
-# expect. A stuck replica the fetcher did not mark failed keeps the problem a liveness failure.
+# A follower whose fetched batch starts below its log end is out of the ISR for good in Kafka 3.9
+# as well: UnifiedLog.append throws UnexpectedAppendOffsetException, AbstractFetcherThread marks
+# the partition failed and fetches it no more until a LeaderAndIsr adds it again, and the healed
+# cluster sends none (the leader's epoch does not change). Two faults get a follower there:
+# - a power-lost leader came back and rewrote the offsets the follower still holds, in other
+#   batches (epoch-reused-after-power-loss);
+# - a bit flipped in a stored batch's base offset (not CRC-covered), which recovery keeps (Kafka's
+#   LogSegment.recover checks CRCs only): the follower's log then ends inside one of the leader's
+#   batches (bit-rot seed 116 with BUGGIFY: a flip at rest in segment 27 of broker-1, bit 0 of
+#   byte 6 of a base offset, moved a batch 256 offsets up; recovery kept it and cut what followed
+#   as going backwards, the log ended at 285, and the leader's batch from 283 was refused).
+# The log's divergence stands, not a new replication bug: named on its own, for a scenario with
+# a power loss, or on a partition whose log a disk flipped bits in, to expect. A stuck replica
+# the fetcher did not mark failed, or one elsewhere, keeps the problem a liveness failure.
 UNEXPECTED_APPEND_STALL = "unexpected-append-stall"
 
 
-def split_unexpected_append_stalls(cluster: SimCluster, problems: list[dict[str, Any]]
+def split_unexpected_append_stalls(cluster: SimCluster, problems: list[dict[str, Any]], power_loss: bool = True,
+                                   flipped: set[TopicPartition] | None = None
                                    ) -> tuple[list[Anomaly], list[dict[str, Any]]]:
     """The stuck-ISR problems every missing replica of which is a partition its fetcher marked
-    failed after an unexpected append offset, as anomalies; and the other problems."""
+    failed after an unexpected append offset, as anomalies; and the other problems. Only in a run
+    with a power loss (`power_loss`) or on a partition in `flipped` (bits flipped in its log)."""
     stalls, rest = [], []
     for problem in problems:
-        failed = _failed_after_unexpected_append(cluster, problem)
+        failed = _failed_after_unexpected_append(cluster, problem) \
+            if power_loss or _partition_of(problem) in (flipped or set()) else []
         if failed:
             stalls.append(Anomaly(UNEXPECTED_APPEND_STALL, {**problem, "failed": failed}))
         else:
@@ -188,8 +198,7 @@ def _failed_after_unexpected_append(cluster: SimCluster, problem: dict[str, Any]
     failed (all of them, or none)."""
     if problem.get("what") != "isr" or not problem.get("missing"):
         return []
-    topic, _, index = str(problem["partition"]).rpartition("-")
-    tp = (topic, int(index))
+    tp = _partition_of(problem)
     names = {s.config.broker_id: n for n, s in cluster.live_servers()}
     out = []
     for broker_id in problem["missing"]:
@@ -199,6 +208,12 @@ def _failed_after_unexpected_append(cluster: SimCluster, problem: dict[str, Any]
             return []
         out.append({"replica": broker_id, **seen})
     return out
+
+
+def _partition_of(problem: dict[str, Any]) -> TopicPartition:
+    """A probe problem's "events-0" as ("events", 0)."""
+    topic, _, index = str(problem.get("partition", "")).rpartition("-")
+    return (topic, int(index)) if index.isdigit() else (topic, -1)
 
 
 def _hole_offsets(topic: str, results: list[CheckResult],

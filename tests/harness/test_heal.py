@@ -228,6 +228,37 @@ def test_a_replica_its_fetcher_marked_failed_is_named_and_any_other_stuck_replic
     assert [p["partition"] for p in rest] == ["events-1", "events-2", "events-0"]
 
 
+def test_without_a_power_loss_only_a_partition_with_flipped_bits_has_an_unexpected_append_stall() -> None:
+    """bit-rot seed 116 (BUGGIFY): a flipped base offset that recovery kept leaves a follower's log
+    end inside a leader batch, and its fetcher fails the partition as after a power loss. Without
+    a power loss that is named only on a partition whose log a disk flipped bits in; the same
+    stuck replica elsewhere stays a liveness problem."""
+    cluster = _cluster_whose_fetchers_failed({2: {("events", 0), ("events", 1)}})
+    problems = [{"what": "isr", "partition": "events-0", "replicas": [0, 1, 2], "isr": [0, 1], "missing": [2]},
+                {"what": "isr", "partition": "events-1", "replicas": [0, 1, 2], "isr": [0, 1], "missing": [2]}]
+    named, rest = heal.split_unexpected_append_stalls(cluster, problems, False, {("events", 1)})
+    assert [a.detail["partition"] for a in named] == ["events-1"]
+    assert [p["partition"] for p in rest] == ["events-0"]
+    named, rest = heal.split_unexpected_append_stalls(cluster, problems, False, set())
+    assert named == [] and len(rest) == 2
+
+
+def test_a_flipped_base_offset_recovery_kept_stalls_its_follower_and_bit_rot_expects_it(tmp_path: Path) -> None:
+    """The regression run of bit-rot seed 116: the stall is named and expected, the run passes; the
+    same run with the stall unexpected fails, with the same trace."""
+    path = REGRESSIONS / "bit-rot-seed-116.toml"
+    text = path.read_text()
+    run = run_scenario(scenario_from_text(str(path), text), 116, str(tmp_path / "a")).run
+    [stall] = [a for a in run["anomalies"] if a["kind"] == "unexpected-append-stall"]
+    assert stall["expected"] and stall["detail"]["partition"] == "events-1"
+    assert stall["detail"]["failed"] == [{"replica": 1, "leader": 2, "first_offset": 283, "log_end_offset": 285}]
+    assert run["verdict"] == "pass"
+    unexpected = text.replace(',\n            "unexpected-append-stall"]', "]")
+    assert unexpected != text
+    again = run_scenario(scenario_from_text(str(path), unexpected), 116, str(tmp_path / "b")).run
+    assert again["verdict"] == "fail" and again["trace_hash"] == run["trace_hash"]
+
+
 def test_a_follower_its_fetcher_failed_is_expected_only_where_the_scenario_says(tmp_path: Path) -> None:
     """power-loss-default-flush-swarm seed 279: broker-1's fetch after the leader's power loss gets
     a batch from 330 with its log ending at 334, so its fetcher marks events-2 failed and it never
