@@ -12,9 +12,13 @@ offsets and times involved.
   order.
 - nonmonotonic-poll / poll-skip: one consumer's successive reads of a partition whose offsets
   do not increase by exactly one (the log here has no gaps: no compaction or transaction
-  markers). For a group member the sequence is one member id's reads in ONE generation (its
-  ownership period): a rebalance restarts the partition at the group's committed offset, so
-  across generations, and across members, re-reads are normal at-least-once consumption.
+  markers). For a group member the sequence is one member id's reads in ONE assignment (its
+  ownership period, from a SyncGroup answer to the next): a rebalance restarts the partition at
+  the group's committed offset, so across assignments, and across members, re-reads are normal
+  at-least-once consumption. A member that rejoins a Stable group with unchanged metadata gets
+  the SAME generation back (GroupCoordinator.doCurrentMemberJoinGroup) after an eager consumer
+  revoked everything, and restarts at the committed offset too (coordinator-failover-commits
+  seed 99 with BUGGIFY: its commit of 210 never landed, so it read 209 again in generation 4).
 - two-owners: within one group and generation, two member ids assigned the same partition
   (from the SyncGroup assignments), or two member ids whose fetches in that generation returned
   records of the same partition (from the polls; a member fenced out keeps polling under its
@@ -34,6 +38,7 @@ offsets is a duplicate whoever read it; the same offset read again after a rebal
 
 from __future__ import annotations
 
+from bisect import bisect_right
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -125,9 +130,14 @@ def check_reorder(h: History) -> CheckResult:
 
 def check_polls(h: History, kind: str) -> CheckResult:
     out = CheckResult(kind)
-    last: dict[tuple[str, str, str, int, int], int] = {}
+    last: dict[tuple[str, str, str, int, int, int], int] = {}
+    # (process, member, generation) -> the times it was assigned partitions in that generation
+    assigned: dict[tuple[str, str, int], list[float]] = {}
+    for a in h.assignments:
+        assigned.setdefault((a.process, a.member_id, a.generation), []).append(a.at_ms)
     for p in h.polls:
-        key = (p.process, p.group, p.member_id, p.generation, p.partition)
+        period = bisect_right(assigned.get((p.process, p.member_id, p.generation), []), p.at_ms)
+        key = (p.process, p.group, p.member_id, p.generation, period, p.partition)
         prev = last.get(key)
         if prev is not None:
             delta = p.offset - prev

@@ -94,3 +94,21 @@ def test_poll_order_is_checked_per_member_and_generation() -> None:
     _poll(h, "b-1", 2, 0, 9, 31.0)   # and skips 6..8
     assert [a.detail["offset"] for a in check_polls(h, "nonmonotonic-poll").anomalies] == [5]
     assert [a.detail["offset"] for a in check_polls(h, "poll-skip").anomalies] == [9]
+
+
+def test_a_new_assignment_in_the_same_generation_restarts_the_poll_order() -> None:
+    """coordinator-failover-commits seed 99 (BUGGIFY): a member rejoining a Stable group with
+    unchanged metadata gets its generation back (Kafka's GroupCoordinator does so) and, having
+    revoked everything (eager), restarts at the committed offset: a re-read after the second
+    assignment is not nonmonotonic. Without a new assignment the same re-read is flagged."""
+    h = History()
+    h.assignments.append(Assignment("g", "a", "a-1", 4, [0], 0.0))
+    for off in (208, 209):
+        _poll(h, "a-1", 4, 0, off, float(off))
+    h.assignments.append(Assignment("g", "a", "a-1", 4, [0], 300.0))
+    _poll(h, "a-1", 4, 0, 209, 301.0)   # the commit of 210 never landed: 209 again
+    _poll(h, "a-1", 4, 0, 210, 302.0)
+    assert check_polls(h, "nonmonotonic-poll").anomalies == []
+    assert check_polls(h, "poll-skip").anomalies == []
+    _poll(h, "a-1", 4, 0, 209, 303.0)   # within that assignment it goes back: flagged
+    assert [a.detail["offset"] for a in check_polls(h, "nonmonotonic-poll").anomalies] == [209]
