@@ -246,17 +246,26 @@ def test_without_a_power_loss_only_a_partition_with_flipped_bits_has_an_unexpect
 def test_a_flipped_base_offset_recovery_kept_stalls_its_follower_and_bit_rot_expects_it(tmp_path: Path) -> None:
     """The regression run of bit-rot seed 116: the stall is named and expected, the run passes; the
     same run with the stall unexpected fails, with the same trace."""
-    path = REGRESSIONS / "bit-rot-seed-116.toml"
+    detail = _expected_stall_that_fails_unexpected(tmp_path, "bit-rot-seed-116.toml", 116,
+                                                   ',\n            "unexpected-append-stall"]')
+    assert detail["partition"] == "events-1"
+    assert detail["failed"] == [{"replica": 1, "leader": 2, "first_offset": 283, "log_end_offset": 285}]
+
+
+def _expected_stall_that_fails_unexpected(tmp_path: Path, name: str, seed: int, listed: str) -> dict[str, Any]:
+    """Run regression `name`: its one unexpected-append-stall is expected and the run passes; the
+    same run with `listed` (the stall in the expected list) taken out fails, with the same trace.
+    The stall's detail."""
+    path = REGRESSIONS / name
     text = path.read_text()
-    run = run_scenario(scenario_from_text(str(path), text), 116, str(tmp_path / "a")).run
+    run = run_scenario(scenario_from_text(str(path), text), seed, str(tmp_path / "a")).run
     [stall] = [a for a in run["anomalies"] if a["kind"] == "unexpected-append-stall"]
-    assert stall["expected"] and stall["detail"]["partition"] == "events-1"
-    assert stall["detail"]["failed"] == [{"replica": 1, "leader": 2, "first_offset": 283, "log_end_offset": 285}]
-    assert run["verdict"] == "pass"
-    unexpected = text.replace(',\n            "unexpected-append-stall"]', "]")
+    assert stall["expected"] and run["verdict"] == "pass"
+    unexpected = text.replace(listed, "]")
     assert unexpected != text
-    again = run_scenario(scenario_from_text(str(path), unexpected), 116, str(tmp_path / "b")).run
+    again = run_scenario(scenario_from_text(str(path), unexpected), seed, str(tmp_path / "b")).run
     assert again["verdict"] == "fail" and again["trace_hash"] == run["trace_hash"]
+    return dict(stall["detail"])
 
 
 def test_a_follower_its_fetcher_failed_is_expected_only_where_the_scenario_says(tmp_path: Path) -> None:
@@ -264,14 +273,7 @@ def test_a_follower_its_fetcher_failed_is_expected_only_where_the_scenario_says(
     a batch from 330 with its log ending at 334, so its fetcher marks events-2 failed and it never
     rejoins the ISR (as in Kafka 3.9). Named, with what the fetcher saw, and expected there; the
     same run without the expectation fails."""
-    path = REGRESSIONS / "power-loss-default-flush-swarm-seed-279.toml"
-    text = path.read_text()
-    run = run_scenario(scenario_from_text(str(path), text), 279, str(tmp_path / "a")).run
-    [stall] = [a for a in run["anomalies"] if a["kind"] == "unexpected-append-stall"]
-    assert stall["expected"] and stall["detail"]["partition"] == "events-2" and stall["detail"]["missing"] == [1]
-    assert stall["detail"]["failed"] == [{"replica": 1, "leader": 2, "first_offset": 330, "log_end_offset": 334}]
-    assert run["verdict"] == "pass"
-    unexpected = text.replace(', "unexpected-append-stall"]', "]")
-    assert unexpected != text
-    again = run_scenario(scenario_from_text(str(path), unexpected), 279, str(tmp_path / "b")).run
-    assert again["verdict"] == "fail" and again["trace_hash"] == run["trace_hash"]
+    detail = _expected_stall_that_fails_unexpected(tmp_path, "power-loss-default-flush-swarm-seed-279.toml", 279,
+                                                   ', "unexpected-append-stall"]')
+    assert detail["partition"] == "events-2" and detail["missing"] == [1]
+    assert detail["failed"] == [{"replica": 1, "leader": 2, "first_offset": 330, "log_end_offset": 334}]
