@@ -305,17 +305,24 @@ class GroupMember:
         return out
 
     async def fetch_committed(self, tps: list[TP]) -> tuple[int, dict[TP, int]]:
-        """(group error, {tp: committed offset or -1})."""
+        """(group error, {tp: committed offset or -1}). Asked with require_stable (v7+), as Kafka's
+        ConsumerCoordinator always asks (KIP-447): while a transaction that commits offsets of
+        these partitions is open, the coordinator answers UNSTABLE_OFFSET_COMMIT for them and this
+        returns that error (retriable) instead of an offset the transaction is about to replace
+        (txn-pipeline seed 93 with BUGGIFY: a copier that rejoined read the offset before its own
+        committed transaction and copied a record twice)."""
         conn = await self._coordinator()
         by_topic: dict[str, list[int]] = {}
         for t, p in sorted(tps):
             by_topic.setdefault(t, []).append(p)
-        req = OffsetFetchRequest(group_id=self.config.group_id,
+        version = self.version(conn, A.OFFSET_FETCH)
+        req = OffsetFetchRequest(group_id=self.config.group_id, require_stable=version >= 7,
                                  topics=[OffsetFetchRequest.OffsetFetchRequestTopic(name=t, partition_indexes=ps)
                                          for t, ps in by_topic.items()])
-        resp = await self._call(conn, req)
+        resp = await self._call(conn, req, version)
         offsets = {(t.name, p.partition_index): int(p.committed_offset) for t in resp.topics for p in t.partitions}
-        return int(resp.error_code), offsets
+        unstable = any(p.error_code == E.UNSTABLE_OFFSET_COMMIT for t in resp.topics for p in t.partitions)
+        return (E.UNSTABLE_OFFSET_COMMIT if unstable and resp.error_code == E.NONE else int(resp.error_code)), offsets
 
     async def leave_group(self) -> int:
         self.stop_heartbeats()
@@ -390,7 +397,8 @@ class GroupConsumer:
                 if code in REJOIN_ERRORS:
                     self.member._handle_error(code)
                 elif code in (E.COORDINATOR_NOT_AVAILABLE, E.NOT_COORDINATOR):
-                    self.member._mark_coordinator_dead()  # find it again; COORDINATOR_LOAD_IN_PROGRESS: wait
+                    self.member._mark_coordinator_dead()  # find it again; COORDINATOR_LOAD_IN_PROGRESS,
+                    # UNSTABLE_OFFSET_COMMIT (a transaction's offsets pending): wait and ask again
             except (NetworkError, RuntimeTimeout, ClientError):
                 self.member._mark_coordinator_dead()
             await self.rt.sleep(self.member.config.retry_backoff_ms)
