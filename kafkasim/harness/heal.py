@@ -137,8 +137,7 @@ def _epoch_flip_stalled(cluster: SimCluster, problem: dict[str, Any],
     liveness failure)."""
     if problem.get("what") != "isr":
         return []
-    topic, _, index = str(problem["partition"]).rpartition("-")
-    tp = (topic, int(index))
+    tp = _partition_of(problem)
     leader_name = cluster.leader_of(*tp)
     if tp not in flipped or leader_name is None:
         return []
