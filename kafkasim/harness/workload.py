@@ -209,12 +209,29 @@ async def _complete(rt: NodeRuntime, send: Send, fut: Any) -> None:
              offset=md.offset, error=md.error_code)
 
 
+def behind_acked(history: History, topic: str, positions: dict[tuple[str, int], int | None]) -> bool:
+    """Whether some acknowledged record lies at or past the consumer's position in its partition
+    (a partition not yet positioned is behind all of them)."""
+    last: dict[int, int] = {}
+    for s in history.sends:
+        if s.ok and s.offset >= 0:
+            last[s.partition] = max(last.get(s.partition, -1), s.offset)
+    return any((pos := positions.get((topic, p))) is None or offset >= pos for p, offset in last.items())
+
+
 async def run_consumer(rt: NodeRuntime, bootstrap: str, topic: str, spec: ConsumerSpec, process: str,
-                       history: History, producers: int, idle_polls_after_done: int = 5) -> None:
+                       history: History, producers: int, idle_polls_after_done: int = 5,
+                       patience: int = 60) -> None:
+    """Read every partition from the earliest offset until the producers are done and either
+    `idle_polls_after_done` polls in a row came back empty with every acknowledged record behind
+    the consumer's positions, or `patience` did (an acknowledged record it never reads is for
+    the checkers to report). The patience covers a leader that was cut off and has not yet
+    learned it was replaced: in ZooKeeper mode it answers fetches from its old log, without an
+    error, until the controller's LeaderAndIsr reaches it (partition-isolating-leader seed 54)."""
     consumer = Consumer(rt, bootstrap, ConsumerConfig(fetch_max_wait_ms=spec.fetch_max_wait_ms), client_id=process)
     await consumer.assign_all(topic)
     idle = 0
-    while idle < idle_polls_after_done:
+    while idle < patience and (idle < idle_polls_after_done or behind_acked(history, topic, consumer.positions)):
         records = await consumer.poll()
         for r in records:
             value = (r.value or b"").split(b".", 1)[0].decode()
