@@ -80,8 +80,11 @@ class KafkaZkClient:
                               retry_ms: float = 1000.0) -> int:
         """Create /brokers/ids/<id>; returns the broker epoch (the znode's czxid, KIP-380).
         After a crash the previous incarnation's ephemeral znode lives until its session
-        expires, so, like Kafka's checkedEphemeralCreate, wait for it to go rather than fail
-        (and fail only if our own session already owns it... which is success)."""
+        expires. Kafka's checkedEphemeralCreate then throws NodeExistsException ("owner does not
+        match current session"), the startup fails and the broker's supervisor starts it again;
+        this waits and retries every `retry_ms` instead, which comes to the same: the broker
+        registers shortly after its old session expires (a znode our own session owns is
+        success)."""
         data = Z.broker_registration_json(endpoints, self.rt.now_ms(), rack)
         path = f"{Z.BROKER_IDS}/{broker_id}"
         while True:
