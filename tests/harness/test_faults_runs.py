@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 
 from kafkasim.harness.runner import run_scenario
-from kafkasim.harness.scenario import load_scenario, parse_scenario
+from kafkasim.harness.scenario import load_scenario, parse_scenario, with_buggify
 
 pytestmark = pytest.mark.sim
 
@@ -107,6 +107,20 @@ def test_bit_rot_is_caught_by_crc(tmp_path: Path) -> None:
     assert flips and caught
     checks = {c["name"]: c for c in run["checks"]}
     assert checks["inconsistent-offsets"]["violations"] == 0 and checks["lost-write"]["violations"] == 0
+
+
+def test_bit_rot_restarts_broker_1_only_once_the_controller_has_seen_it_go(tmp_path: Path) -> None:
+    """Seed 123 with BUGGIFY, when broker-1 came back 1.5 s after its kill: it registered right
+    after its old session expired, the new controller handed it back its leader epoch 0 of
+    events-0 over the log its recovery had cut at a CRC mismatch (76), and the followers
+    truncated 433 -> 77 (epoch reuse). Down past its session, it gets a new epoch's state."""
+    run, ev = _run(with_buggify(load_scenario("scenarios/bit-rot.toml")), tmp_path / "bit-rot", 123)
+    assert run["verdict"] == "pass", run["anomalies"][:3]
+    crash = next(e for e in ev if e["ev"] == "node_crash" and e["node"] == "broker-1")
+    led = [e for e in ev if e["ev"] == "become_leader" and e["node"] == "broker-1"]
+    before = {(e["topic"], e["partition"], e["leader_epoch"]) for e in led if e["t"] < crash["t"]}
+    assert before and not [e for e in led if e["t"] > crash["t"]
+                           and (e["topic"], e["partition"], e["leader_epoch"]) in before]
 
 
 def test_unclean_election_loses_acknowledged_writes_as_expected(tmp_path: Path) -> None:
