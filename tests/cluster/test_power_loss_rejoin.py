@@ -14,6 +14,7 @@ import pytest
 
 from kafkasim.harness.runner import run_scenario
 from kafkasim.harness.scenario import load_scenario, with_buggify
+from tests.harness.epoch_reuse_support import old_epochs_led_again
 
 pytestmark = pytest.mark.sim
 
@@ -58,7 +59,5 @@ def test_the_restarted_leader_never_leads_an_epoch_it_led_before_its_power_loss(
     assert result.passed, result.run["anomalies"][:5]
     events = _events(tmp_path / "trace.jsonl")
     crash = next(e for e in events if e["ev"] == "node_crash" and e["mode"] == "power")
-    led = [e for e in events if e["ev"] == "become_leader" and e["node"] == crash["node"]]
-    before = {(e["topic"], e["partition"], e["leader_epoch"]) for e in led if e["t"] < crash["t"]}
-    again = [e for e in led if e["t"] > crash["t"] and (e["topic"], e["partition"], e["leader_epoch"]) in before]
+    before, again = old_epochs_led_again(events, crash)
     assert before and not again, f"{crash['node']} led an old epoch again: {again[:3]}"

@@ -11,6 +11,7 @@ import pytest
 
 from kafkasim.harness.runner import run_scenario
 from kafkasim.harness.scenario import load_scenario, parse_scenario, with_buggify
+from tests.harness.epoch_reuse_support import old_epochs_led_again
 
 pytestmark = pytest.mark.sim
 
@@ -117,10 +118,21 @@ def test_bit_rot_restarts_broker_1_only_once_the_controller_has_seen_it_go(tmp_p
     run, ev = _run(with_buggify(load_scenario("scenarios/bit-rot.toml")), tmp_path / "bit-rot", 123)
     assert run["verdict"] == "pass", run["anomalies"][:3]
     crash = next(e for e in ev if e["ev"] == "node_crash" and e["node"] == "broker-1")
-    led = [e for e in ev if e["ev"] == "become_leader" and e["node"] == "broker-1"]
-    before = {(e["topic"], e["partition"], e["leader_epoch"]) for e in led if e["t"] < crash["t"]}
-    assert before and not [e for e in led if e["t"] > crash["t"]
-                           and (e["topic"], e["partition"], e["leader_epoch"]) in before]
+    before, again = old_epochs_led_again(ev, crash)
+    assert before and not again, again[:3]
+
+
+@pytest.mark.parametrize("seed", [151, 161])
+def test_cluster_chaos_brings_the_power_lost_leader_back_after_its_session(tmp_path: Path, seed: int) -> None:
+    """Seeds 151 and 161 with BUGGIFY, when the first restart was at 9 s: the power-lost leader
+    of events-0, also the controller, registered again right after its session expired and the
+    new controller handed it back epoch 0 over its cut log (epoch reuse, acknowledged records
+    lost). Back 2 s after its session, it only ever leads new epochs."""
+    run, ev = _run(with_buggify(load_scenario("scenarios/cluster-chaos.toml")), tmp_path / "cluster-chaos", seed)
+    assert run["verdict"] == "pass", run["anomalies"][:3]
+    for crash in (e for e in ev if e["ev"] == "node_crash" and e["mode"] == "power"):
+        before, again = old_epochs_led_again(ev, crash)
+        assert not again, again[:3]
 
 
 def test_unclean_election_loses_acknowledged_writes_as_expected(tmp_path: Path) -> None:
