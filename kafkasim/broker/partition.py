@@ -14,8 +14,9 @@ Leader:
     takes effect when the controller has written the state znode; until then one change at a
     time is in flight;
   - acks=all: refused with NOT_ENOUGH_REPLICAS before the append when the ISR is smaller than
-    min.insync.replicas; after it, complete when the high watermark passes the batch
-    (NOT_ENOUGH_REPLICAS_AFTER_APPEND if the ISR shrank below the minimum meanwhile).
+    the effective min ISR (min.insync.replicas capped by the replication factor); after it,
+    complete when the high watermark passes the batch (NOT_ENOUGH_REPLICAS_AFTER_APPEND if the
+    maximal ISR shrank below the minimum meanwhile).
 Last stable offset (READ_COMMITTED reads and ListOffsets): min(the log's first unstable offset,
 high watermark), recomputed from the log's producer state as the high watermark moves.
 Follower: appends the leader's batches as fetched; its high watermark is the leader's, capped
@@ -258,6 +259,12 @@ class Partition:
     def maximal_isr(self) -> list[int]:
         return self.pending.maximal_isr if self.pending is not None else self.isr
 
+    @property
+    def effective_min_isr(self) -> int:
+        """Kafka's effectiveMinIsr (since 3.7, KIP-966): min.insync.replicas capped by the
+        replication factor, as the topic config itself is not bounded by it."""
+        return min(self.min_insync_replicas, len(self.remote_replicas) + 1)
+
     # ---------------------------------------------------------------- role changes
     def make_leader(self, state: PartitionState) -> bool:
         """LeaderAndIsr made this broker leader; returns whether it was not leader before."""
@@ -341,11 +348,11 @@ class Partition:
             await self._becoming_leader  # become_leader in progress (leaderIsrUpdateLock)
         if not self.is_leader:
             raise AppendError(E.NOT_LEADER_OR_FOLLOWER, f"not the leader of {self.topic}-{self.index}")
-        if required_acks == -1 and len(self.isr) < self.min_insync_replicas:
+        min_isr = self.effective_min_isr
+        if required_acks == -1 and len(self.isr) < min_isr:
             raise AppendError(E.NOT_ENOUGH_REPLICAS,
                               f"The size of the current ISR {sorted(self.isr)} is insufficient to satisfy the "
-                              f"min.isr requirement of {self.min_insync_replicas} for partition "
-                              f"{self.topic}-{self.index}")
+                              f"min.isr requirement of {min_isr} for partition {self.topic}-{self.index}")
         append_time = -1
         if uses_log_append_time(self.log.config.message_timestamp_type):
             # Before the producer state looks at the batch: Kafka validates (and stamps) first.
@@ -396,11 +403,13 @@ class Partition:
         self.try_complete_delayed_requests()
 
     def check_enough_replicas_reach_offset(self, required_offset: int) -> tuple[bool, int]:
-        """DelayedProduce's check: (done, error)."""
+        """DelayedProduce's check: (done, error). Kafka's checkEnoughReplicasReachOffset counts
+        the maximal ISR against the effective min ISR: a replica whose joining is in flight
+        already holds the high watermark, so it counts for acks=all as well."""
         if not self.is_leader:
             return True, E.NOT_LEADER_OR_FOLLOWER
         if self.high_watermark >= required_offset:
-            if len(self.isr) >= self.min_insync_replicas:
+            if len(self.maximal_isr) >= self.effective_min_isr:
                 return True, E.NONE
             return True, E.NOT_ENOUGH_REPLICAS_AFTER_APPEND
         return False, E.NONE

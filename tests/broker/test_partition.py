@@ -258,10 +258,6 @@ def test_acks_all_fails_after_the_append_when_the_isr_shrank_below_min_insync() 
     run(body)
 
 
-@pytest.mark.xfail(strict=True, reason="Kafka 3.9 uses the effective min ISR, min(min.insync.replicas, "
-                   "replication factor) (effectiveMinIsr), so a 1-replica partition with min.insync.replicas=2 "
-                   "accepts acks=all; kafkasim compares the ISR with min.insync.replicas itself and answers "
-                   "NOT_ENOUGH_REPLICAS")
 def test_acks_all_uses_min_insync_capped_by_the_replication_factor() -> None:
     async def body(h: Harness) -> None:
         p = h.partition()
@@ -272,10 +268,6 @@ def test_acks_all_uses_min_insync_capped_by_the_replication_factor() -> None:
     run(body)
 
 
-@pytest.mark.xfail(strict=True, reason="Kafka 3.9 checkEnoughReplicasReachOffset compares min.insync.replicas "
-                   "with the maximal ISR (committed ISR + a pending expansion); kafkasim uses the committed ISR and "
-                   "answers NOT_ENOUGH_REPLICAS_AFTER_APPEND while an expansion that restores the minimum is in "
-                   "flight")
 def test_acks_all_counts_the_maximal_isr_against_min_insync() -> None:
     async def body(h: Harness) -> None:
         p = h.partition()
