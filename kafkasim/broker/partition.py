@@ -6,7 +6,8 @@ Leader:
   - high watermark = the smallest log end offset among the leader and the replicas of the
     *maximal* ISR (the ISR plus a replica whose addition is in flight) — so no offset counts as
     committed before every replica that is, or is about to be, in the ISR has it
-    (maybe_increment_leader_hw);
+    (maybe_increment_leader_hw); it stands still while the ISR is below the effective min ISR
+    (see acks=all), whatever the writes' acks;
   - ISR expansion: a follower whose log end offset reached the high watermark and this leader
     epoch's start offset joins (maybe_expand_isr); ISR shrink: a follower not caught up for
     replica.lag.time.max.ms leaves (maybe_shrink_isr). Either is proposed to the controller
@@ -265,6 +266,11 @@ class Partition:
         replication factor, as the topic config itself is not bounded by it."""
         return min(self.min_insync_replicas, len(self.remote_replicas) + 1)
 
+    @property
+    def is_under_min_isr(self) -> bool:
+        """Kafka's isUnderMinIsr: a leader whose committed ISR is below the effective min ISR."""
+        return self.is_leader and len(self.isr) < self.effective_min_isr
+
     # ---------------------------------------------------------------- role changes
     def make_leader(self, state: PartitionState) -> bool:
         """LeaderAndIsr made this broker leader; returns whether it was not leader before."""
@@ -427,8 +433,11 @@ class Partition:
     def maybe_increment_leader_hw(self) -> bool:
         """HW = min log end offset over the leader and the maximal ISR, plus any follower caught
         up enough to be about to join. An ISR member not heard from yet in this leader epoch
-        (unknown log end offset) holds it where it is. It only moves forward."""
-        if not self.is_leader:
+        (unknown log end offset) holds it where it is. It only moves forward, and not at all
+        while the committed ISR is below the effective min ISR (Kafka 3.7+, KAFKA-15583 for
+        KIP-966, in ZooKeeper mode too): with min.insync.replicas=2 a lone leader's acks=1
+        writes stay invisible to consumers until a follower is back in the ISR."""
+        if not self.is_leader or self.is_under_min_isr:
             return False
         leo, old = self.log.log_end_offset, self.log.high_watermark
         if leo <= old:

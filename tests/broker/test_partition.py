@@ -195,16 +195,33 @@ def test_hw_never_passes_the_log_end_offset() -> None:
     run(body)
 
 
-@pytest.mark.xfail(strict=True, reason="Kafka 3.9 maybeIncrementLeaderHW returns early when isUnderMinIsr "
-                   "(ISR size < min(min.insync.replicas, replication factor)): the HW does not advance at "
-                   "all, even for acks=1 writes; kafkasim advances it over the smaller ISR")
 def test_hw_does_not_advance_while_the_isr_is_below_min_insync_replicas() -> None:
+    """Kafka 3.7+ maybeIncrementLeaderHW (KAFKA-15583) returns at once while isUnderMinIsr: the
+    committed ISR is smaller than min(min.insync.replicas, replication factor). Even acks=1
+    writes stay above the HW; a follower's pending expansion (maximal ISR) does not count."""
     async def body(h: Harness) -> None:
         p = h.partition()
         p.min_insync_replicas = 2
         await h.lead(p, 1, [0], [0, 1], 1)
         await h.produce(p, 3, acks=1)
         assert p.high_watermark == 0
+        h.fetch(p, 1, 3)                       # caught up: proposed for the ISR
+        assert h.proposals == [([0, 1], LEADER_RECOVERY_RECOVERED)] and sorted(p.maximal_isr) == [0, 1]
+        assert p.high_watermark == 0           # the committed ISR is still [0]
+        p.on_alter_partition_response(E.NONE, 1, [0, 1], 2, LEADER_RECOVERY_RECOVERED)
+        assert p.high_watermark == 3
+    run(body)
+
+
+def test_min_insync_replicas_above_the_replication_factor_does_not_hold_the_hw() -> None:
+    """effectiveMinIsr caps min.insync.replicas by the replication factor: a single-replica
+    partition with min.insync.replicas=2 is not under min ISR."""
+    async def body(h: Harness) -> None:
+        p = h.partition()
+        p.min_insync_replicas = 2
+        await h.lead(p, 1, [0], [0], 1)
+        await h.produce(p, 3, acks=1)
+        assert p.high_watermark == 3
     run(body)
 
 
