@@ -498,13 +498,11 @@ class Partition:
         if self.pending is None:
             return
         if error == E.NONE:
-            if leader_epoch != self.leader_epoch:
-                return  # a LeaderAndIsr overtook it: that one rules
-            # Checked here only: a LeaderAndIsr of the same leader epoch may carry an older
-            # partition epoch than an AlterPartition answer already applied (unclean-election,
-            # seed 2: KIP-704's recovery answer, then a second LeaderAndIsr), and make_leader
-            # takes it as it comes, as Kafka's Partition.makeLeader does.
-            self.rt.invariant(partition_epoch >= self.partition_epoch, "partition-epoch-never-decreases")
+            # Kafka's handleAlterPartitionUpdate: an answer for another leader epoch, or older
+            # than the partition epoch we hold (a LeaderAndIsr overtook it), is ignored and the
+            # change stays pending until the controller's next LeaderAndIsr.
+            if leader_epoch != self.leader_epoch or partition_epoch < self.partition_epoch:
+                return
             added = set(isr) - set(self.isr)
             self.isr, self.partition_epoch, self.leader_recovery_state = list(isr), partition_epoch, recovery
             self.rt.invariant(added <= set(self.assignment), "isr-grows-only-with-replicas")

@@ -453,15 +453,24 @@ def test_a_successful_response_for_another_leader_epoch_is_ignored() -> None:
     run(body)
 
 
-@pytest.mark.xfail(strict=True, reason="Kafka 3.9 handleAlterPartitionUpdate ignores a successful answer whose "
-                   "partition epoch is below the partition's current one; kafkasim applies it (ISR and partition "
-                   "epoch go back)")
 def test_a_successful_response_with_an_older_partition_epoch_is_ignored() -> None:
+    """Kafka 3.9 handleAlterPartitionUpdate: ignored, and the change stays pending."""
     async def body(h: Harness) -> None:
         p = await _pending_expansion(h)
         p.partition_epoch = 5               # newer state known (e.g. from a LeaderAndIsr of the same epoch)
         p.on_alter_partition_response(E.NONE, 1, [0, 1, 2], 3, LEADER_RECOVERY_RECOVERED)
         assert p.isr == [0, 1] and p.partition_epoch == 5
+        assert p.pending is not None and sorted(p.maximal_isr) == [0, 1, 2]
+    run(body)
+
+
+def test_a_successful_response_with_the_same_partition_epoch_commits_the_change() -> None:
+    """Equal partition epochs: the controller found nothing to change (the proposed state is
+    the current one); Kafka commits it and leaves the pending state."""
+    async def body(h: Harness) -> None:
+        p = await _pending_expansion(h)
+        p.on_alter_partition_response(E.NONE, 1, [0, 1, 2], 1, LEADER_RECOVERY_RECOVERED)
+        assert p.isr == [0, 1, 2] and p.partition_epoch == 1 and p.pending is None
     run(body)
 
 

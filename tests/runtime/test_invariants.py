@@ -217,16 +217,6 @@ def test_leader_epoch_going_back() -> None:
     assert fired(body) == "leader-epoch-never-decreases"
 
 
-def test_partition_epoch_going_back() -> None:
-    async def body(rt: NodeRuntime) -> None:
-        p = await leader(rt)
-        p.alter_partition = lambda partition, isr, recovery: None
-        p._propose([1], [1, 2], 0)
-        p.on_alter_partition_response(0, 5, [1], 2, 0)  # the answer's partition epoch is older than ours
-
-    assert fired(body) == "partition-epoch-never-decreases"
-
-
 def test_the_same_states_in_order_hold() -> None:
     async def body(rt: NodeRuntime) -> int:
         p = await leader(rt, records=3)
