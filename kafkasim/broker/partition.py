@@ -272,8 +272,17 @@ class Partition:
         return self.is_leader and len(self.isr) < self.effective_min_isr
 
     # ---------------------------------------------------------------- role changes
+    def is_stale(self, state: PartitionState) -> bool:
+        """A LeaderAndIsr state older than the partition epoch held: Kafka's makeLeader and
+        makeFollower skip it. An equal epoch is applied: an AlterPartition answer may have
+        brought the epoch before the LeaderAndIsr that carries it."""
+        return state.partition_epoch < self.partition_epoch
+
     def make_leader(self, state: PartitionState) -> bool:
-        """LeaderAndIsr made this broker leader; returns whether it was not leader before."""
+        """LeaderAndIsr made this broker leader; returns whether it was not leader before (False
+        for a stale state, skipped)."""
+        if self.is_stale(state):
+            return False
         is_new_leader = not self.is_leader
         is_new_epoch = state.leader_epoch > self.leader_epoch or is_new_leader
         self.rt.invariant(state.leader_epoch >= self.leader_epoch, "leader-epoch-never-decreases")
@@ -305,6 +314,8 @@ class Partition:
         during the write, a power loss then cut it short, and the leader's record of having led
         the epoch (`become_leader`) was lost while a follower kept the epoch's batches
         (power-loss-default-flush-swarm seed 1442). Returns make_leader's answer."""
+        if self.is_stale(state):
+            return False  # skipped: nothing to record (an older epoch's assign would cut the cache)
         gate: Future[None] = self.rt.future()
         self._becoming_leader = gate
         try:
@@ -317,7 +328,9 @@ class Partition:
 
     def make_follower(self, state: PartitionState) -> bool:
         """LeaderAndIsr made this broker a follower of state.leader; returns whether the
-        fetcher must (re)start (the leader epoch changed)."""
+        fetcher must (re)start (the leader epoch changed; False for a stale state, skipped)."""
+        if self.is_stale(state):
+            return False
         is_new_epoch = state.leader_epoch > self.leader_epoch or self.is_leader or self.leader_id is None
         self.rt.invariant(state.leader_epoch >= self.leader_epoch, "leader-epoch-never-decreases")
         self.leader_id = state.leader

@@ -6,7 +6,8 @@ kafka.server.ReplicaManager).
                           STALE_CONTROLLER_EPOCH for that partition, nothing applied; a topic id
                           unlike the log's -> INCONSISTENT_TOPIC_ID); leaders stop fetching and
                           lead (Partition.make_leader), followers (re)start a fetcher to the
-                          leader, Truncating first (replica_fetcher.py)
+                          leader, Truncating first (replica_fetcher.py); a state whose partition
+                          epoch is older than the partition's is skipped (answered NONE)
   stopReplicas            StopReplica: stop fetching, and with delete drop the partition and its log
   appendRecords           Produce; acks=all completes through DelayedProduce: when the high
                           watermark passes the batch, or the request's timeout (REQUEST_TIMED_OUT)
@@ -223,6 +224,10 @@ class ReplicaManager:
 
     async def _make_leader(self, p: Partition, state: PartitionState) -> bool:
         await self.fetcher_manager.remove_fetcher_for_partitions([(p.topic, p.index)])
+        if p.is_stale(state):  # Partition.makeLeader skips it (after makeLeaders stopped the fetcher)
+            self.rt.trace("leader_and_isr_skipped", topic=p.topic, partition=p.index,
+                          partition_epoch=state.partition_epoch, known=p.partition_epoch)
+            return False
         # The new epoch starts at the log end offset, recorded before any append of the epoch.
         new = await p.become_leader(state)
         self.rt.trace("become_leader", topic=p.topic, partition=p.index, leader_epoch=state.leader_epoch,
@@ -299,6 +304,10 @@ class ReplicaManager:
             leader = self._broker(st.leader, live_leaders)
             if leader is None:
                 continue  # no live leader: keep the log, wait for the next LeaderAndIsr
+            if p.is_stale(st):  # Partition.makeFollower skips it: no fetcher to its leader either
+                self.rt.trace("leader_and_isr_skipped", topic=tp[0], partition=tp[1],
+                              partition_epoch=st.partition_epoch, known=p.partition_epoch)
+                continue
             was_leader = p.is_leader
             if p.make_follower(st) or (tp not in self.fetcher_manager.assigned):
                 became_follower.append(p)

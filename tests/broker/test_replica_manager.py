@@ -2,7 +2,8 @@
 older controller epoch refuses the whole request; per partition, a leader epoch older than the
 current one, or the same one, is STALE_CONTROLLER_EPOCH and nothing is applied — except a
 same-epoch request that only brings the topic id the log lacks (assigned, NONE); a topic id unlike
-the log's is INCONSISTENT_TOPIC_ID; a newer epoch is applied."""
+the log's is INCONSISTENT_TOPIC_ID; a newer epoch is applied, unless its partition epoch is older
+than the partition's (Partition.makeLeader skips it; the answer is NONE)."""
 
 from __future__ import annotations
 
@@ -51,6 +52,9 @@ def test_leader_and_isr_is_applied_only_at_a_newer_leader_epoch() -> None:
         p.log.topic_id = None  # a log from before topic ids: the same epoch may bring one
         out["same, brings the id"] = (await send(epoch, 90), p.log.topic_id == topic_id, p.partition_epoch)
         out["newer"] = (await send(epoch + 1, 100), p.leader_epoch, p.partition_epoch)
+        cache = list(p.log.leader_epoch_cache.entries)
+        out["newer, older partition epoch"] = (await send(epoch + 2, 99), p.leader_epoch, p.partition_epoch,
+                                               p.log.leader_epoch_cache.entries == cache)
         return out
 
     out = cluster.run(main, until_ms=30_000)
@@ -62,3 +66,5 @@ def test_leader_and_isr_is_applied_only_at_a_newer_leader_epoch() -> None:
     assert out["other topic id"] == ((E.NONE, {tp: E.INCONSISTENT_TOPIC_ID}), epoch)
     assert out["same, brings the id"] == ((E.NONE, {tp: E.NONE}), True, partition_epoch)
     assert out["newer"] == ((E.NONE, {tp: E.NONE}), epoch + 1, 100)
+    # Accepted by the ReplicaManager (a newer leader epoch), skipped by Partition.makeLeader.
+    assert out["newer, older partition epoch"] == ((E.NONE, {tp: E.NONE}), epoch + 1, 100, True)

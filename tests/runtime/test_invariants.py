@@ -223,8 +223,7 @@ def test_the_same_states_in_order_hold() -> None:
         p.high_watermark = 2
         p.high_watermark = 3
         p.make_leader(PartitionState(1, 5, [1, 2], [1, 2], partition_epoch=3))  # the same state again
-        # An older partition epoch in a LeaderAndIsr of the same leader epoch is taken as it comes
-        # (Kafka's Partition.makeLeader): only an AlterPartition answer is held to it.
+        # An older partition epoch is skipped (Kafka's Partition.makeLeader), not a violation.
         p.make_leader(PartitionState(1, 5, [1, 2], [1, 2], partition_epoch=2))
         p.make_follower(PartitionState(2, 6, [2], [1, 2], partition_epoch=4))
         await p.log.flush()
