@@ -286,7 +286,10 @@ class Partition:
         is_new_leader = not self.is_leader
         is_new_epoch = state.leader_epoch > self.leader_epoch or is_new_leader
         self.rt.invariant(state.leader_epoch >= self.leader_epoch, "leader-epoch-never-decreases")
-        self._update_assignment_and_isr(state.replicas, state.isr, state.leader_recovery_state)
+        # KIP-704, as Kafka 3.9's makeLeader: the leader of a RECOVERING partition (after an
+        # unclean election) marks it RECOVERED locally and sends nothing; the controller learns
+        # it from the next AlterPartition (an ISR change carries the leader's recovery state).
+        self._update_assignment_and_isr(state.replicas, state.isr, LEADER_RECOVERY_RECOVERED)
         self.rt.invariant(self.local_broker_id in self.isr, "leader-in-isr")
         if is_new_epoch:
             start = self.log.log_end_offset
@@ -299,9 +302,6 @@ class Partition:
         self.leader_id = self.local_broker_id
         self.pending = None
         self.maybe_increment_leader_hw()
-        if state.leader_recovery_state == LEADER_RECOVERY_RECOVERING and self.alter_partition is not None:
-            # KIP-704: the unclean leader declares itself recovered (alone in the ISR) first.
-            self._propose([self.local_broker_id], [self.local_broker_id], LEADER_RECOVERY_RECOVERED)
         self.try_complete_delayed_requests()
         return is_new_leader
 
@@ -478,8 +478,6 @@ class Partition:
 
     def maybe_expand_isr(self, replica: Replica) -> None:
         if self.pending is not None or replica.broker_id in self.isr or not self._isr_eligible(replica.broker_id):
-            return
-        if self.leader_recovery_state == LEADER_RECOVERY_RECOVERING:
             return
         start = self.leader_epoch_start_offset if self.leader_epoch_start_offset is not None else 0
         if replica.log_end_offset >= self.high_watermark and replica.log_end_offset >= start:

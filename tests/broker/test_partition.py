@@ -631,10 +631,9 @@ def test_make_follower_ignores_a_stale_partition_epoch() -> None:
     run(body)
 
 
-@pytest.mark.xfail(strict=True, reason="Kafka 3.9 makeLeader marks a RECOVERING partition RECOVERED locally and "
-                   "submits nothing (the recovered state rides on the next AlterPartition, e.g. an expansion); "
-                   "kafkasim proposes ISR [leader] with RECOVERED at once and blocks expansion until it commits")
 def test_make_leader_of_a_recovering_partition_marks_it_recovered() -> None:
+    """Kafka 3.9 makeLeader (KIP-704): RECOVERED locally, nothing submitted; expansion is not
+    held back and carries the recovered state to the controller."""
     async def body(h: Harness) -> None:
         p = h.partition()
         await h.lead(p, 2, [0], [0, 1], 2, recovery=LEADER_RECOVERY_RECOVERING)
