@@ -566,13 +566,15 @@ class Partition:
         """OffsetForLeaderEpoch on the leader: (error, epoch, end offset) — the largest epoch
         <= the requested one this log knows and where it ends (Kafka's
         LeaderEpochFileCache.endOffsetFor). A follower asking with an epoch this leader does
-        not know yet gets UNKNOWN_LEADER_EPOCH and asks again (KIP-279)."""
-        if not self.is_leader:
-            return E.NOT_LEADER_OR_FOLLOWER, -1, -1
+        not know yet gets UNKNOWN_LEADER_EPOCH and asks again (KIP-279). The current leader
+        epoch is checked before leadership, as Kafka's getLocalLog does: a replica that is no
+        longer leader answers a client behind it FENCED_LEADER_EPOCH, not NOT_LEADER_OR_FOLLOWER."""
         if current_leader_epoch != -1 and current_leader_epoch < self.leader_epoch:
             return E.FENCED_LEADER_EPOCH, -1, -1
         if current_leader_epoch != -1 and current_leader_epoch > self.leader_epoch:
             return E.UNKNOWN_LEADER_EPOCH, -1, -1
+        if not self.is_leader:
+            return E.NOT_LEADER_OR_FOLLOWER, -1, -1
         entries = list(self.log.leader_epoch_cache.entries)
         if self.leader_epoch > (entries[-1][0] if entries else -1):
             # An epoch the cache has not recorded yet begins at the log end (make_leader records
