@@ -1,8 +1,9 @@
 """DelayedProduce (Kafka's kafka.server.DelayedProduce) for one partition of an acks=all
 Produce: done when the high watermark covers the batch (the error NOT_ENOUGH_REPLICAS_AFTER_APPEND
-if the maximal ISR shrank below the effective min ISR meanwhile), when this broker no longer leads the
-partition (NOT_LEADER_OR_FOLLOWER) or its log dir failed (KAFKA_STORAGE_ERROR); expired:
-REQUEST_TIMED_OUT. Watched under the partition's TopicPartitionOperationKey, checked whenever
+if the maximal ISR shrank below the effective min ISR meanwhile), when this broker no longer
+leads the partition (NOT_LEADER_OR_FOLLOWER) or its log dir failed (KAFKA_STORAGE_ERROR);
+expired: REQUEST_TIMED_OUT — what a batch gets while the ISR stays below the minimum, as the
+high watermark then stands still. Watched under the partition's TopicPartitionOperationKey, checked whenever
 the partition's high watermark, log end offset, ISR or role changes.
 """
 

@@ -5,9 +5,11 @@ Replica.scala; where kafkasim differs the test states Kafka's behaviour and is m
 xfail(strict=True) with the difference.
 
 Rules covered: the high watermark (min log end offset over the maximal ISR, never backwards,
-never past the log end), acks=all (every ISR member, min.insync.replicas), ISR expansion and
-shrink proposed with AlterPartition (KIP-497 maximal ISR while pending), the controller's
-answers, LeaderAndIsr role changes, and OffsetForLeaderEpoch answers."""
+never past the log end, still while the ISR is below the effective min ISR), acks=all (every
+ISR member, min.insync.replicas capped by the replication factor), ISR expansion and shrink
+proposed with AlterPartition (KIP-497 maximal ISR while pending), the controller's answers,
+LeaderAndIsr role changes (stale partition epochs skipped, KIP-704 recovery), and
+OffsetForLeaderEpoch answers."""
 
 from __future__ import annotations
 
