@@ -45,6 +45,7 @@ from kafkasim.broker.group.metadata import (
     GroupState,
     MemberMetadata,
     OffsetAndMetadata,
+    PendingTxnOffsets,
     TopicPartition,
 )
 from kafkasim.broker.metadata_cache import MetadataCache
@@ -452,7 +453,7 @@ class GroupMetadataManager:
                                        pending_offsets, loaded_groups, removed_groups, now)
                 offset = header.next_offset
             await self.pause_between_load_chunks()
-        return self._install_loaded(loaded_offsets, loaded_groups, on_group_loaded)
+        return self._install_loaded(loaded_offsets, pending_offsets, loaded_groups, on_group_loaded)
 
     def _replay_batch(self, data: bytes, pos: int, is_txn: bool, producer_id: int,
                       loaded_offsets: dict[tuple[str, TopicPartition], CommitRecordMetadataAndOffset],
@@ -484,23 +485,32 @@ class GroupMetadataManager:
                 self.rt.trace("group_load_unknown_key", version=key.version)
 
     def _install_loaded(self, loaded_offsets: dict[tuple[str, TopicPartition], CommitRecordMetadataAndOffset],
+                        pending_offsets: dict[int, dict[tuple[str, TopicPartition], CommitRecordMetadataAndOffset]],
                         loaded_groups: dict[str, GroupMetadata], on_group_loaded: GroupCallback) -> tuple[int, int]:
+        """Kafka's doLoadGroupsAndOffsets, the end of it: every group gets its committed offsets
+        and the transactional offsets still waiting for a marker (a transaction whose offsets the
+        previous coordinator stored, committed after the move: the marker completes them here)."""
         by_group: dict[str, dict[TopicPartition, CommitRecordMetadataAndOffset]] = {}
         for (group_id, tp), entry in loaded_offsets.items():
             by_group.setdefault(group_id, {})[tp] = entry
+        pending_by_group: dict[str, PendingTxnOffsets] = {}
+        for producer_id, entries in pending_offsets.items():
+            for (group_id, tp), entry in entries.items():
+                pending_by_group.setdefault(group_id, {}).setdefault(producer_id, {})[tp] = entry
         for group in loaded_groups.values():
-            self._load_group(group, by_group.get(group.group_id, {}), on_group_loaded)
+            self._load_group(group, by_group.get(group.group_id, {}), pending_by_group.get(group.group_id, {}),
+                             on_group_loaded)
         # Groups that only store offsets (no members ever, or all gone) have no metadata record.
-        for group_id, entries in by_group.items():
-            if group_id not in loaded_groups:
-                self._load_group(GroupMetadata(group_id, GroupState.EMPTY, self.rt.now_ms()), entries,
-                                 on_group_loaded)
-        return len(loaded_groups) + len([g for g in by_group if g not in loaded_groups]), len(loaded_offsets)
+        offsets_only = [g for g in {**by_group, **pending_by_group} if g not in loaded_groups]
+        for group_id in offsets_only:
+            self._load_group(GroupMetadata(group_id, GroupState.EMPTY, self.rt.now_ms()), by_group.get(group_id, {}),
+                             pending_by_group.get(group_id, {}), on_group_loaded)
+        return len(loaded_groups) + len(offsets_only), len(loaded_offsets)
 
     def _load_group(self, group: GroupMetadata, offsets: dict[TopicPartition, CommitRecordMetadataAndOffset],
-                    on_group_loaded: GroupCallback) -> None:
+                    pending: PendingTxnOffsets, on_group_loaded: GroupCallback) -> None:
         # Offsets first, so no client ever sees the group without them.
-        group.initialize_offsets(offsets)
+        group.initialize_offsets(offsets, pending)
         if self.add_group(group) is group:
             on_group_loaded(group)
 

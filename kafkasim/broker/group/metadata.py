@@ -114,6 +114,8 @@ class SyncGroupResult:
     assignment: bytes = b""
 
 
+# producer id -> the transactional offsets it committed that await its transaction's marker
+PendingTxnOffsets = dict[int, dict[TopicPartition, CommitRecordMetadataAndOffset]]
 JoinCallback = Callable[[JoinGroupResult], None]
 SyncCallback = Callable[[SyncGroupResult], None]
 
@@ -242,7 +244,7 @@ class GroupMetadata:
         self.pending_offset_commits: dict[TopicPartition, OffsetAndMetadata] = {}
         # TxnOffsetCommit: per producer id, offsets written but not visible until the commit
         # marker reaches __consumer_offsets (kafkasim.broker.group.txn_offsets).
-        self.pending_transactional_offset_commits: dict[int, dict[TopicPartition, CommitRecordMetadataAndOffset]] = {}
+        self.pending_transactional_offset_commits: PendingTxnOffsets = {}
         self.subscribed_topics: set[str] | None = None
         self.new_member_added = False
 
@@ -493,8 +495,13 @@ class GroupMetadata:
         return GroupOverview(self.group_id, self.protocol_type or "", str(self.state))
 
     # ---------------------------------------------------------------- offsets
-    def initialize_offsets(self, offsets: dict[TopicPartition, CommitRecordMetadataAndOffset]) -> None:
+    def initialize_offsets(self, offsets: dict[TopicPartition, CommitRecordMetadataAndOffset],
+                           pending_txn_offsets: PendingTxnOffsets | None = None) -> None:
+        """GroupMetadata.initializeOffsets: the committed offsets a load found, and the
+        transactional ones still waiting for their transaction's marker (by producer id)."""
         self.offsets.update(offsets)
+        for producer_id, pending in (pending_txn_offsets or {}).items():
+            self.pending_transactional_offset_commits.setdefault(producer_id, {}).update(pending)
 
     def prepare_offset_commit(self, offsets: dict[TopicPartition, OffsetAndMetadata]) -> None:
         self.pending_offset_commits.update(offsets)

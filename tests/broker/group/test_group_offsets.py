@@ -16,7 +16,8 @@ from kafkasim.broker.group.manager import (
     java_string_hash_code,
     partition_for_group,
 )
-from kafkasim.broker.group.metadata import TopicPartition
+from kafkasim.broker.group.metadata import OffsetAndMetadata, TopicPartition
+from kafkasim.broker.group.txn_offsets import handle_txn_completion, store_txn_offsets
 from kafkasim.client.group import GroupConfig, GroupMember
 from kafkasim.protocol import errors as E
 from kafkasim.protocol.messages.consumer_offsets import (
@@ -352,3 +353,37 @@ def test_offsets_of_deleted_partitions_are_removed() -> None:
     removed, a_after, b_other, groups = cluster.run(main, until_ms=5000)
     assert removed == 3 and a_after == {0: -1, 1: -1} and b_other == {0: 8}
     assert groups == ["b"], "a group left with no offsets and no members is gone"
+
+
+def test_pending_transactional_offsets_survive_a_reload_and_complete_on_the_marker() -> None:
+    """txn-pipeline seed 236 with BUGGIFY: a preferred-leader election moved the group's offsets
+    partition while a copier's transaction had its offsets stored but not yet committed; the new
+    coordinator's load dropped them (only markered offsets were kept), so the commit marker found
+    nothing, OffsetFetch answered the older offset and the copier copied four records again.
+    Kafka's doLoadGroupsAndOffsets keeps them pending: require_stable gets UNSTABLE_OFFSET_COMMIT
+    until the marker, which makes them the committed offsets."""
+    cluster = SimCluster(seed=23, offsets_topic_num_partitions=OFFSETS_PARTITIONS)
+    group, tp = "txn-reload-group", TopicPartition(TOPIC, 0)
+
+    def manager() -> GroupMetadataManager:
+        assert cluster.server.group_coordinator is not None
+        return cluster.server.group_coordinator.group_manager
+
+    async def store(rt: NodeRuntime) -> Any:
+        await find_coordinator(rt, await connect(rt), group)
+        g = manager().get_or_maybe_create_group(group, True)
+        assert g is not None
+        return await store_txn_offsets(manager(), g, 7, 0, {tp: OffsetAndMetadata(44, -1, "", 0)})
+
+    assert cluster.run(store, until_ms=5000, node="c1") == {tp: E.NONE}
+    cluster.restart_broker("kill")  # the coordinator replays the partition: the batch has no marker yet
+
+    async def after(rt: NodeRuntime) -> Any:
+        await find_coordinator(rt, await connect(rt), group)
+        stable_before = manager().get_offsets(group, True, [tp])[tp]
+        handle_txn_completion(manager(), 7, [manager().partition_for(group)], True)
+        return stable_before, manager().get_offsets(group, True, [tp])[tp]
+
+    before, committed = cluster.run(after, until_ms=20_000, node="c2")
+    assert before.error == E.UNSTABLE_OFFSET_COMMIT
+    assert (committed.error, committed.offset) == (E.NONE, 44)
