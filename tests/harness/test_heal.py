@@ -270,10 +270,11 @@ def _expected_stall_that_fails_unexpected(tmp_path: Path, name: str, seed: int, 
 
 def test_a_follower_its_fetcher_failed_is_expected_only_where_the_scenario_says(tmp_path: Path) -> None:
     """power-loss-default-flush-swarm seed 279: broker-1's fetch after the leader's power loss gets
-    a batch from 330 with its log ending at 334, so its fetcher marks events-2 failed and it never
-    rejoins the ISR (as in Kafka 3.9). Named, with what the fetcher saw, and expected there; the
-    same run without the expectation fails."""
+    a batch from 234 with its log ending at 329 (330 and 334 before the high watermark stood still
+    below the min ISR, stop 12), so its fetcher marks events-2 failed and it never rejoins the ISR
+    (as in Kafka 3.9). Named, with what the fetcher saw, and expected there; the same run without
+    the expectation fails."""
     detail = _expected_stall_that_fails_unexpected(tmp_path, "power-loss-default-flush-swarm-seed-279.toml", 279,
                                                    ', "unexpected-append-stall"]')
     assert detail["partition"] == "events-2" and detail["missing"] == [1]
-    assert detail["failed"] == [{"replica": 1, "leader": 2, "first_offset": 330, "log_end_offset": 334}]
+    assert detail["failed"] == [{"replica": 1, "leader": 2, "first_offset": 234, "log_end_offset": 329}]
