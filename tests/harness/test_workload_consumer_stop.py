@@ -4,7 +4,11 @@ learned it was replaced answered empty fetches, and the consumer quit 5 polls la
 
 from __future__ import annotations
 
+import pytest
+
 from kafkasim.harness.workload import History, Send, behind_acked
+
+pytestmark = pytest.mark.unit
 
 
 def _acked(partition: int, offset: int, ok: bool | None = True) -> Send:
