@@ -222,11 +222,17 @@ class ReplicaManager:
         await self._make_leader(p, state)
         return p
 
+    def _skipped_as_stale(self, p: Partition, state: PartitionState) -> bool:
+        """A LeaderAndIsr state older than the partition epoch held: skipped, and traced so."""
+        if not p.is_stale(state):
+            return False
+        self.rt.trace("leader_and_isr_skipped", topic=p.topic, partition=p.index,
+                      partition_epoch=state.partition_epoch, known=p.partition_epoch)
+        return True
+
     async def _make_leader(self, p: Partition, state: PartitionState) -> bool:
         await self.fetcher_manager.remove_fetcher_for_partitions([(p.topic, p.index)])
-        if p.is_stale(state):  # Partition.makeLeader skips it (after makeLeaders stopped the fetcher)
-            self.rt.trace("leader_and_isr_skipped", topic=p.topic, partition=p.index,
-                          partition_epoch=state.partition_epoch, known=p.partition_epoch)
+        if self._skipped_as_stale(p, state):  # Partition.makeLeader skips it (after makeLeaders stopped the fetcher)
             return False
         # The new epoch starts at the log end offset, recorded before any append of the epoch.
         new = await p.become_leader(state)
@@ -304,9 +310,7 @@ class ReplicaManager:
             leader = self._broker(st.leader, live_leaders)
             if leader is None:
                 continue  # no live leader: keep the log, wait for the next LeaderAndIsr
-            if p.is_stale(st):  # Partition.makeFollower skips it: no fetcher to its leader either
-                self.rt.trace("leader_and_isr_skipped", topic=tp[0], partition=tp[1],
-                              partition_epoch=st.partition_epoch, known=p.partition_epoch)
+            if self._skipped_as_stale(p, st):  # Partition.makeFollower skips it: no fetcher to its leader either
                 continue
             was_leader = p.is_leader
             if p.make_follower(st) or (tp not in self.fetcher_manager.assigned):
