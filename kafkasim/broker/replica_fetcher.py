@@ -312,7 +312,7 @@ class ReplicaFetcherThread:
         cfg = self.config
         F = FetchRequest.FetchTopic
         by_topic: dict[str, list[Any]] = {}
-        sent: dict[TopicPartition, int] = {}
+        sent: dict[TopicPartition, tuple[int, int]] = {}  # (fetch offset, current leader epoch) asked
         for tp in tps:
             p = self._partition(tp)
             st_or_none = self.partitions.get(tp)
@@ -321,7 +321,7 @@ class ReplicaFetcherThread:
                 continue
             st = st_or_none
             st.fetch_offset = p.log.log_end_offset
-            sent[tp] = st.fetch_offset
+            sent[tp] = (st.fetch_offset, st.current_leader_epoch)
             by_topic.setdefault(tp[0], []).append(F.FetchPartition(
                 partition=tp[1], current_leader_epoch=st.current_leader_epoch, fetch_offset=st.fetch_offset,
                 last_fetched_epoch=self._last_fetched_epoch(p), log_start_offset=p.log.log_start_offset,
@@ -342,10 +342,10 @@ class ReplicaFetcherThread:
             for topic in resp.responses:
                 for pd in topic.partitions:
                     tp = (topic.topic, pd.partition_index)
-                    current = self.partitions.get(tp)
-                    if current is None or current.truncating or sent.get(tp) != current.fetch_offset:
+                    current, asked = self.partitions.get(tp), sent.get(tp)
+                    if current is None or current.truncating or asked is None or asked[0] != current.fetch_offset:
                         continue  # removed or reset while the fetch was in flight
-                    await self._process_partition_data(tp, current, pd)
+                    await self._process_partition_data(tp, current, pd, asked[1])
         finally:
             self._leave()
 
@@ -357,7 +357,8 @@ class ReplicaFetcherThread:
             return UNDEFINED_EPOCH  # seeded bug: never learn of a divergence
         return p.log.leader_epoch_cache.latest_epoch
 
-    async def _process_partition_data(self, tp: TopicPartition, st: PartitionFetchState, pd: Any) -> None:
+    async def _process_partition_data(self, tp: TopicPartition, st: PartitionFetchState, pd: Any,
+                                      request_epoch: int) -> None:
         p = self._partition(tp)
         if p is None or p.leader_epoch != st.current_leader_epoch:
             self.partitions.pop(tp, None)
@@ -376,9 +377,13 @@ class ReplicaFetcherThread:
             await self._append(tp, p, st, pd)
         elif code == E.OFFSET_OUT_OF_RANGE:
             await self._handle_out_of_range(tp, p, st)
-        elif code == E.FENCED_LEADER_EPOCH:
+        elif code == E.FENCED_LEADER_EPOCH and request_epoch == st.current_leader_epoch:
             self._fenced(tp)
         else:
+            # FENCED_LEADER_EPOCH to a request sent at an older epoch than the partition's
+            # state has now (a LeaderAndIsr came in while it was out) says nothing about the
+            # new epoch: retry after the backoff (AbstractFetcherThread.onPartitionFenced with
+            # the request's epoch). Any other error: retry too.
             self._delay(tp)
 
     async def _append(self, tp: TopicPartition, p: Partition, st: PartitionFetchState, pd: Any) -> None:
