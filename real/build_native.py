@@ -11,7 +11,8 @@ run's time. Left pure (and why):
 - kafkasim/broker/request_context.py: RequestContext extends the protocol's RequestHeader, which
   stays pure (its message classes are built at import from Kafka's JSON definitions);
 - kafkasim/broker/api_registry.py, kafkasim/client/channel_security.py: they subclass builtins;
-- kafkasim/runtime/sim/world.py: tests and tools wrap a world's methods;
+- kafkasim/runtime/sim/world.py: tests and tools wrap a world's methods (the node runtime it
+  hands each node is in runtime/sim/node_runtime.py, compiled: broker code calls it all the time);
 - the protocol, harness, report, real and live worlds, and the CLI: dynamic or not hot.
 
 gcc runs on every core (mypyc makes one library of many C files; setuptools would compile them one

@@ -35,7 +35,8 @@ from typing import Any
 
 from kafkasim.runtime.api import ConnectionReset, NetworkError, NodeDead, RuntimeTimeout, Stream
 from kafkasim.runtime.live.pacing import LiveLoop
-from kafkasim.runtime.sim.world import SimNodeRuntime, SimWorld
+from kafkasim.runtime.sim.node_runtime import SimNodeRuntime
+from kafkasim.runtime.sim.world import SimWorld
 
 HOST = "127.0.0.1"
 CLIENTS = "clients"
