@@ -12,11 +12,9 @@ import hashlib
 import json
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
-from typing import IO, Any, TypeVar
+from typing import IO, Any
 
-from kafkasim.runtime.api import (
-    InvariantViolation,
-)
+from kafkasim.runtime.api import InvariantViolation
 from kafkasim.runtime.buggify import Buggify, BuggifySpec
 from kafkasim.runtime.rng import SeededRng
 from kafkasim.runtime.seeded_bugs import check as seeded_bugs_check
@@ -25,8 +23,6 @@ from kafkasim.runtime.sim.kernel import Owner, SimKernel
 from kafkasim.runtime.sim.network import SimNetwork
 from kafkasim.runtime.sim.node_runtime import SimNodeRuntime
 from kafkasim.runtime.sim.zookeeper import SimZooKeeperServer
-
-T = TypeVar("T")
 
 
 def _line_encoder() -> Callable[[Any], str]:
