@@ -16,7 +16,11 @@ Then *Fetching*: Fetch v12 (replica_id = this broker, the partition's current le
 replica.fetch.wait.max.ms / min.bytes / max.bytes) from the follower's log end offset; the
 batches are appended as they are (offsets and epochs stamped by the leader) and the follower's
 high watermark becomes the leader's (capped by its log end offset). The leader learns the
-follower's position from the fetch offset itself.
+follower's position from the fetch offset itself. Each thread keeps an incremental fetch session
+with its leader (KIP-227, kafkasim/client/fetch_session_handler.py, as Kafka's follower does): once
+the leader opened one, a Fetch carries only the partitions whose fetch data changed and the
+leader answers only those with news; the leader still reads every partition of the session, so
+an idle follower stays caught up (in the ISR) without naming its partitions.
 
 Errors: FENCED_LEADER_EPOCH — this fetcher's epoch is old, the partition leaves it until the
 next LeaderAndIsr; UNKNOWN_LEADER_EPOCH, NOT_LEADER_OR_FOLLOWER and the like — retry after
@@ -36,6 +40,7 @@ from typing import TYPE_CHECKING, Any
 
 from kafkasim.broker.security.inter_broker import inter_broker_address
 from kafkasim.broker.zk import zk_data as Z
+from kafkasim.client.fetch_session_handler import FetchSessionHandler, PartitionData
 from kafkasim.client.network_client import NetworkClient
 from kafkasim.protocol import errors as E
 from kafkasim.protocol.messages.fetch import FetchRequest
@@ -77,6 +82,7 @@ class ReplicaFetcherThread:
         self.name = f"ReplicaFetcherThread-0-{leader.broker_id}"
         self.partitions: dict[TopicPartition, PartitionFetchState] = {}
         self.client: NetworkClient | None = None
+        self.session = FetchSessionHandler()  # one per fetcher thread, as Kafka's
         self._wakeup: Future[Any] | None = None
         self.task: Task | None = None
         # partitionMapLock, as far as it matters here: held while a fetch response or an epoch
@@ -309,45 +315,58 @@ class ReplicaFetcherThread:
 
     # ---------------------------------------------------------------- fetching
     async def _fetch(self, tps: list[TopicPartition]) -> None:
-        cfg = self.config
-        F = FetchRequest.FetchTopic
-        by_topic: dict[str, list[Any]] = {}
-        sent: dict[TopicPartition, tuple[int, int]] = {}  # (fetch offset, current leader epoch) asked
-        for tp in tps:
-            p = self._partition(tp)
-            st_or_none = self.partitions.get(tp)
-            if p is None or st_or_none is None:
-                self.partitions.pop(tp, None)
-                continue
-            st = st_or_none
-            st.fetch_offset = p.log.log_end_offset
-            sent[tp] = (st.fetch_offset, st.current_leader_epoch)
-            by_topic.setdefault(tp[0], []).append(F.FetchPartition(
-                partition=tp[1], current_leader_epoch=st.current_leader_epoch, fetch_offset=st.fetch_offset,
-                last_fetched_epoch=self._last_fetched_epoch(p), log_start_offset=p.log.log_start_offset,
-                partition_max_bytes=1 if self.rt.buggify("replica_fetcher.tiny_fetch")  # replica.fetch.max.bytes=1
-                else cfg.replica_fetch_max_bytes))
-        if not sent:
+        wanted = self._fetch_data(tps)
+        if not wanted:
             return
-        req = FetchRequest(replica_id=self.rm.broker_id, max_wait_ms=cfg.replica_fetch_wait_max_ms,
-                           min_bytes=cfg.replica_fetch_min_bytes, max_bytes=cfg.replica_fetch_response_max_bytes,
-                           isolation_level=0, session_id=0, session_epoch=-1,
-                           topics=[F(topic=t, partitions=ps) for t, ps in by_topic.items()],
-                           forgotten_topics_data=[], rack_id="")
+        data = self.session.build(wanted)
+        req = FetchRequest(replica_id=self.rm.broker_id, max_wait_ms=self.config.replica_fetch_wait_max_ms,
+                           min_bytes=self.config.replica_fetch_min_bytes,
+                           max_bytes=self.config.replica_fetch_response_max_bytes, isolation_level=0,
+                           session_id=data.session_id, session_epoch=data.epoch,
+                           topics=_fetch_topics(data.to_send), forgotten_topics_data=_forgotten(data.to_forget),
+                           rack_id="")
         assert self.client is not None
-        resp = await self.client.send(req, FETCH_VERSION,
-                                      cfg.replica_socket_timeout_ms + cfg.replica_fetch_wait_max_ms)
+        try:
+            resp = await self.client.send(req, FETCH_VERSION, self.config.replica_socket_timeout_ms
+                                          + self.config.replica_fetch_wait_max_ms)
+        except (NetworkError, RuntimeTimeout):
+            self.session.handle_error()
+            raise
+        answered = {(topic.topic, pd.partition_index) for topic in resp.responses for pd in topic.partitions}
+        if not self.session.handle_response(resp.error_code, resp.session_id, answered):
+            self.rt.trace("replica_fetch_session_reset", leader=self.leader.broker_id, error=resp.error_code,
+                          session_id=data.session_id, epoch=data.epoch)
+            return
         self._enter()
         try:
             for topic in resp.responses:
                 for pd in topic.partitions:
                     tp = (topic.topic, pd.partition_index)
-                    current, asked = self.partitions.get(tp), sent.get(tp)
-                    if current is None or current.truncating or asked is None or asked[0] != current.fetch_offset:
+                    # The session's fetch data for tp: what this request asked, or (left out
+                    # as unchanged) what an earlier one did — the offset it is at either way.
+                    current, asked = self.partitions.get(tp), data.session_partitions.get(tp)
+                    if current is None or current.truncating or asked is None \
+                            or asked.fetch_offset != current.fetch_offset:
                         continue  # removed or reset while the fetch was in flight
-                    await self._process_partition_data(tp, current, pd, asked[1])
+                    await self._process_partition_data(tp, current, pd, asked.current_leader_epoch)
         finally:
             self._leave()
+
+    def _fetch_data(self, tps: list[TopicPartition]) -> dict[TopicPartition, PartitionData]:
+        """What each partition ready to fetch asks now, from the follower's log end."""
+        wanted: dict[TopicPartition, PartitionData] = {}
+        for tp in tps:
+            p = self._partition(tp)
+            st = self.partitions.get(tp)
+            if p is None or st is None:
+                self.partitions.pop(tp, None)
+                continue
+            st.fetch_offset = p.log.log_end_offset
+            wanted[tp] = PartitionData(
+                st.topic_id, st.fetch_offset, p.log.log_start_offset,
+                1 if self.rt.buggify("replica_fetcher.tiny_fetch") else self.config.replica_fetch_max_bytes,
+                st.current_leader_epoch, self._last_fetched_epoch(p))
+        return wanted
 
     def _last_fetched_epoch(self, p: Partition) -> int:
         """Fetch v12's last_fetched_epoch: the epoch of the follower's last batch (its epoch cache's
@@ -524,3 +543,26 @@ class ReplicaFetcherManager:
         for bid in sorted(self.threads):
             self.threads.pop(bid).shutdown()
         self.assigned.clear()
+
+
+def _fetch_topics(parts: dict[TopicPartition, PartitionData]) -> list[Any]:
+    """Fetch v12's topics, by name, grouped as the partitions come (FetchRequest.Builder)."""
+    F = FetchRequest.FetchTopic
+    topics: list[Any] = []
+    for (topic, index), d in parts.items():
+        if not topics or topics[-1].topic != topic:
+            topics.append(F(topic=topic, partitions=[]))
+        topics[-1].partitions.append(F.FetchPartition(
+            partition=index, current_leader_epoch=d.current_leader_epoch, fetch_offset=d.fetch_offset,
+            last_fetched_epoch=d.last_fetched_epoch, log_start_offset=d.log_start_offset,
+            partition_max_bytes=d.max_bytes))
+    return topics
+
+
+def _forgotten(tps: list[TopicPartition]) -> list[Any]:
+    forgotten: list[Any] = []
+    for topic, index in tps:
+        if not forgotten or forgotten[-1].topic != topic:
+            forgotten.append(FetchRequest.ForgottenTopic(topic=topic, partitions=[]))
+        forgotten[-1].partitions.append(index)
+    return forgotten

@@ -364,3 +364,36 @@ def test_a_shutdown_during_an_append_lets_the_flush_finish_and_then_stops_the_th
 
     assert _run(world, rt, body) is True
     assert steps == ["append", "shutdown", "flushed"]
+
+
+def test_the_fetcher_keeps_an_incremental_fetch_session_with_its_leader() -> None:
+    """Kafka's follower fetches through a FetchSessionHandler: once the leader opened a session,
+    a partition whose fetch data did not change is left out; a session error drops the answer
+    and the next Fetch is full again."""
+    world = SimWorld(1, trace_out=io.StringIO())
+    rt = world.add_node("broker-1").runtime
+
+    def answer(session_id: int, error: int = E.NONE) -> FetchResponse:
+        parts = [] if error else [FetchResponse.FetchableTopicResponse(topic=TP[0], partitions=[
+            PD(partition_index=TP[1], error_code=0, high_watermark=2, log_start_offset=0, records=b"")])]
+        return FetchResponse(error_code=error, session_id=session_id, responses=parts)
+
+    client = OneAnswerClient(answer(9))
+
+    async def body() -> Any:
+        log = await Log.load(rt, "events-2", LogConfig())
+        _append(log, 9, 2)
+        thread, partition = _fetcher(rt, log, client, leader_epoch=11)
+        await thread._fetch([TP])                     # full: opens session 9
+        client.answer = answer(9)
+        await thread._fetch([TP])                     # nothing changed: no partition sent
+        _append(log, 9, 1)
+        client.answer = answer(0, E.FETCH_SESSION_ID_NOT_FOUND)
+        await thread._fetch([TP])                     # the log end moved: the partition goes out
+        await thread._fetch([TP])                     # after the error: full, no session
+        return [(r.session_id, r.session_epoch, [(t.topic, [p.fetch_offset for p in t.partitions]) for t in r.topics])
+                for r in client.asked], partition.appended
+
+    asked, appended = _run(world, rt, body)
+    assert asked == [(0, 0, [("events", [2])]), (9, 1, []), (9, 2, [("events", [3])]), (0, 0, [("events", [3])])]
+    assert appended == [b"", b""]  # the answer to the failed session was not applied
