@@ -166,9 +166,11 @@ def _epoch_flip_stalled(cluster: SimCluster, problem: dict[str, Any],
 #   batches (epoch-reused-after-power-loss);
 # - a bit flipped in a stored batch's base offset (not CRC-covered), which recovery keeps (Kafka's
 #   LogSegment.recover checks CRCs only): the follower's log then ends inside one of the leader's
-#   batches (bit-rot seed 116 with BUGGIFY: a flip at rest in segment 27 of broker-1, bit 0 of
-#   byte 6 of a base offset, moved a batch 256 offsets up; recovery kept it and cut what followed
-#   as going backwards, the log ended at 285, and the leader's batch from 283 was refused).
+#   batches (bit-rot seed 116 with BUGGIFY, before the replica fetcher kept fetch sessions: a
+#   flip at rest in segment 27 of broker-1, bit 0 of byte 6 of a base offset, moved a batch 256
+#   offsets up; recovery kept it and cut what followed as going backwards, the log ended at 285,
+#   and the leader's batch from 283 was refused; now seed 921: batch 110 moved 512 up to 622,
+#   the log ended at 623, and the leader's batch from 618 was refused).
 # The log's divergence stands, not a new replication bug: named on its own, for a scenario with
 # a power loss, or on a partition whose log a disk flipped bits in, to expect. A stuck replica
 # the fetcher did not mark failed, or one elsewhere, keeps the problem a liveness failure.

@@ -229,10 +229,11 @@ def test_a_replica_its_fetcher_marked_failed_is_named_and_any_other_stuck_replic
 
 
 def test_without_a_power_loss_only_a_partition_with_flipped_bits_has_an_unexpected_append_stall() -> None:
-    """bit-rot seed 116 (BUGGIFY): a flipped base offset that recovery kept leaves a follower's log
-    end inside a leader batch, and its fetcher fails the partition as after a power loss. Without
-    a power loss that is named only on a partition whose log a disk flipped bits in; the same
-    stuck replica elsewhere stays a liveness problem."""
+    """bit-rot seeds 116 (before the replica fetcher's fetch sessions) and 921 (BUGGIFY): a flipped
+    base offset that recovery kept leaves a follower's log end inside a leader batch, and its
+    fetcher fails the partition as after a power loss. Without a power loss that is named only on
+    a partition whose log a disk flipped bits in; the same stuck replica elsewhere stays a
+    liveness problem."""
     cluster = _cluster_whose_fetchers_failed({2: {("events", 0), ("events", 1)}})
     problems = [{"what": "isr", "partition": "events-0", "replicas": [0, 1, 2], "isr": [0, 1], "missing": [2]},
                 {"what": "isr", "partition": "events-1", "replicas": [0, 1, 2], "isr": [0, 1], "missing": [2]}]
@@ -244,12 +245,15 @@ def test_without_a_power_loss_only_a_partition_with_flipped_bits_has_an_unexpect
 
 
 def test_a_flipped_base_offset_recovery_kept_stalls_its_follower_and_bit_rot_expects_it(tmp_path: Path) -> None:
-    """The regression run of bit-rot seed 116: the stall is named and expected, the run passes; the
-    same run with the stall unexpected fails, with the same trace."""
-    detail = _expected_stall_that_fails_unexpected(tmp_path, "bit-rot-seed-116.toml", 116,
+    """The regression run of bit-rot seed 921 (seed 116's state: since the replica fetcher keeps
+    fetch sessions, seed 116 no longer flips a stored base offset): a bit rotted at rest moved
+    broker-1's batch 110 of events-1 to 622, recovery kept it, and the leader's batch 618-629 is
+    refused. The stall is named and expected, the run passes; the same run with the stall
+    unexpected fails, with the same trace."""
+    detail = _expected_stall_that_fails_unexpected(tmp_path, "bit-rot-seed-921.toml", 921,
                                                    ',\n            "unexpected-append-stall"]')
     assert detail["partition"] == "events-1"
-    assert detail["failed"] == [{"replica": 1, "leader": 2, "first_offset": 283, "log_end_offset": 285}]
+    assert detail["failed"] == [{"replica": 1, "leader": 0, "first_offset": 618, "log_end_offset": 623}]
 
 
 def _expected_stall_that_fails_unexpected(tmp_path: Path, name: str, seed: int, listed: str) -> dict[str, Any]:
