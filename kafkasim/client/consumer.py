@@ -215,7 +215,10 @@ class Consumer:
         read_committed = self.config.isolation_level == READ_COMMITTED
         aborted = AbortedTransactions(p.aborted_transactions) if read_committed else None  # type: ignore[attr-defined]
         try:
-            for at, h in iter_batches(data):
+            # check.crcs (on by default): each batch's CRC before anything of it is believed, its
+            # control and transactional bits included (CompletedFetch.maybeEnsureValid comes first):
+            # a flipped attributes byte must not make a data batch pass for a marker to skip.
+            for at, h in iter_batches(data, validate=True):
                 if aborted is not None and aborted.skip(data, at, h):
                     pos = max(pos, h.next_offset)
                     continue
@@ -225,7 +228,7 @@ class Consumer:
                 if h.last_offset < pos:
                     self._misplaced(topic, tp[1], data, at, h.base_offset, h.last_offset, pos)
                     continue
-                for r in decode_batch_records(data, at):
+                for r in decode_batch_records(data, at, validate=False):  # validated above
                     if r.offset >= pos:
                         out.append(ConsumedRecord(topic, tp[1], r.offset, r.timestamp_ms, r.key, r.value))
                 pos = max(pos, h.next_offset)

@@ -102,3 +102,39 @@ def test_an_empty_poll_means_every_leader_answered() -> None:
     world.run(1000.0)
     assert out["records"] == [] and out["at"] >= 200.0   # the slow leader's answer was waited for
     assert len(fast.asked) > 1                            # while the fast one was asked again
+
+
+class FlippedControlBit(Leader):
+    """Answers the first Fetch with a batch whose attributes byte a read-side bit flip turned into
+    a control batch's (bit 5: its CRC no longer matches), later ones with the batch as stored."""
+
+    async def request_within(self, req: Any, timeout_ms: float) -> Any:
+        resp = await super().request_within(req, timeout_ms)
+        if len(self.asked) == 1:
+            part = resp.responses[0].partitions[0]
+            data = bytearray(part.records)
+            data[22] ^= 0x20  # attributes (bytes 21-22): isControl, as bit-rot seed 422 read it
+            part.records = bytes(data)
+        return resp
+
+
+def test_a_batch_whose_crc_fails_is_never_skipped_as_a_control_batch() -> None:
+    """bit-rot seed 422 (--buggify, with replica fetch sessions): the leader read a data batch with
+    its control bit flipped; the consumer skipped it as a marker and lost an acknowledged record.
+    Kafka's consumer checks the CRC first (check.crcs): the batch is corrupt, the position stays,
+    and the next fetch reads it whole."""
+    world = SimWorld(1, trace_out=io.StringIO())
+    rt = world.add_node("consumer-0").runtime
+    leader = FlippedControlBit(rt, 1.0, 2)
+    consumer = _consumer(rt, {0: leader})
+    polls: list[list[int]] = []
+
+    async def main() -> None:
+        for _ in range(2):
+            polls.append([r.offset for r in await consumer.poll()])
+        consumer.close()
+
+    rt.spawn(main(), name="main")
+    world.run(1000.0)
+    assert consumer.corrupt_batches == 1
+    assert polls == [[], [0, 1]]
