@@ -466,7 +466,7 @@ class ReplicaManager:
             return E.NOT_LEADER_OR_FOLLOWER
         return E.UNKNOWN_TOPIC_OR_PARTITION
 
-    def _check_fetch_partition(self, s: FetchSpec, p: Partition | None) -> int:
+    def check_fetch_partition(self, s: FetchSpec, p: Partition | None) -> int:
         if p is None:
             return self.missing_partition_error(s.topic, s.partition)
         if p.offline:
@@ -480,13 +480,16 @@ class ReplicaManager:
         return E.NONE
 
     def read_once(self, specs: list[FetchSpec], max_bytes: int, committed: bool,
-                  replica_id: int = -1) -> tuple[list[FetchResult], int]:
+                  replica_id: int = -1, update_fetch_state: bool = True) -> tuple[list[FetchResult], int]:
+        """ReplicaManager.readFromLog. A follower's read records its fetch position (which may move
+        the ISR and the high watermark) unless `update_fetch_state` is off: the read that answers a
+        fetch that waited in the purgatory (Kafka's readFromPurgatory) records nothing."""
         results: list[FetchResult] = []
         total = 0
         follower = replica_id >= 0
         for s in specs:
             p = self.partitions.get((s.topic, s.partition))
-            code = self._check_fetch_partition(s, p)
+            code = self.check_fetch_partition(s, p)
             if code != E.NONE:
                 results.append(FetchResult(code))
                 continue
@@ -503,7 +506,7 @@ class ReplicaManager:
                 results.append(FetchResult(E.NONE, p.high_watermark, p.log_start_offset, b"", p.last_stable_offset,
                                            diverging_epoch=diverging))
                 continue
-            if follower:
+            if follower and update_fetch_state:
                 p.update_follower_fetch_state(replica_id, s.fetch_offset, s.log_start_offset, leo)
             # fetch.max.bytes caps the response, but the first batch always goes out (KIP-74) —
             # from fetch v3 on; v0-v2 have a hard limit (an oversized first batch reads nothing).
