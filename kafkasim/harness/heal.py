@@ -169,8 +169,9 @@ def _epoch_flip_stalled(cluster: SimCluster, problem: dict[str, Any],
 #   batches (bit-rot seed 116 with BUGGIFY, before the replica fetcher kept fetch sessions: a
 #   flip at rest in segment 27 of broker-1, bit 0 of byte 6 of a base offset, moved a batch 256
 #   offsets up; recovery kept it and cut what followed as going backwards, the log ended at 285,
-#   and the leader's batch from 283 was refused; now seed 921: batch 110 moved 512 up to 622,
-#   the log ended at 623, and the leader's batch from 618 was refused).
+#   and the leader's batch from 283 was refused; since DelayedFetch's offset-only checks, seed
+#   1030: batch 125 moved 2 up to 127, the log ended at 128, and the leader's batch from 127 was
+#   refused).
 # The log's divergence stands, not a new replication bug: named on its own, for a scenario with
 # a power loss, or on a partition whose log a disk flipped bits in, to expect. A stuck replica
 # the fetcher did not mark failed, or one elsewhere, keeps the problem a liveness failure.

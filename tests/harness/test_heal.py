@@ -229,7 +229,7 @@ def test_a_replica_its_fetcher_marked_failed_is_named_and_any_other_stuck_replic
 
 
 def test_without_a_power_loss_only_a_partition_with_flipped_bits_has_an_unexpected_append_stall() -> None:
-    """bit-rot seeds 116 (before the replica fetcher's fetch sessions) and 921 (BUGGIFY): a flipped
+    """bit-rot seeds 116 (before the replica fetcher's fetch sessions) and 1030 (BUGGIFY): a flipped
     base offset that recovery kept leaves a follower's log end inside a leader batch, and its
     fetcher fails the partition as after a power loss. Without a power loss that is named only on
     a partition whose log a disk flipped bits in; the same stuck replica elsewhere stays a
@@ -245,15 +245,16 @@ def test_without_a_power_loss_only_a_partition_with_flipped_bits_has_an_unexpect
 
 
 def test_a_flipped_base_offset_recovery_kept_stalls_its_follower_and_bit_rot_expects_it(tmp_path: Path) -> None:
-    """The regression run of bit-rot seed 921 (seed 116's state: since the replica fetcher keeps
-    fetch sessions, seed 116 no longer flips a stored base offset): a bit rotted at rest moved
-    broker-1's batch 110 of events-1 to 622, recovery kept it, and the leader's batch 618-629 is
-    refused. The stall is named and expected, the run passes; the same run with the stall
-    unexpected fails, with the same trace."""
-    detail = _expected_stall_that_fails_unexpected(tmp_path, "bit-rot-seed-921.toml", 921,
+    """The regression run of bit-rot seed 1030 (seed 116's state, which seed 116 itself no longer
+    reaches since the replica fetcher keeps fetch sessions; this pins one schedule, so a change
+    that moves it needs a new seed: scan bit-rot --buggify for unexpected-append-stall): a bit
+    rotted at rest moved broker-1's batch 125 of events-0 to 127, recovery kept it, and the
+    leader's batch from 127 is refused. The stall is named and expected, the run passes; the
+    same run with the stall unexpected fails, with the same trace."""
+    detail = _expected_stall_that_fails_unexpected(tmp_path, "bit-rot-seed-1030.toml", 1030,
                                                    ',\n            "unexpected-append-stall"]')
-    assert detail["partition"] == "events-1"
-    assert detail["failed"] == [{"replica": 1, "leader": 0, "first_offset": 618, "log_end_offset": 623}]
+    assert detail["partition"] == "events-0"
+    assert detail["failed"] == [{"replica": 1, "leader": 0, "first_offset": 127, "log_end_offset": 128}]
 
 
 def _expected_stall_that_fails_unexpected(tmp_path: Path, name: str, seed: int, listed: str) -> dict[str, Any]:

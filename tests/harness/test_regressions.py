@@ -24,14 +24,14 @@ FILES = sorted(REGRESSIONS.glob("*.toml"))
 # power-loss-default-flush-swarm seeds 842 and 1184 of epoch-reused-after-power-loss since the
 # network answers a rebooted machine's old connections with RST (stop 7), so they only pin
 # "passes" (next stop: find seeds that show them again); nor bit-rot seed 116's
-# unexpected-append-stall since the replica fetcher keeps fetch sessions (seed 921 shows it
+# unexpected-append-stall since the replica fetcher keeps fetch sessions (seed 1030 shows it
 # now); tests/harness/test_corruption.py,
 # test_godseye_replicas.py and test_epoch_reuse.py pin the rules).
 MUST_SHOW = {
     "bit-rot-seed-24": "leader-epoch-bit-flip",
     "bit-rot-seed-35": "corrupt-offset-propagated",
     "power-loss-default-flush-swarm-seed-279": "unexpected-append-stall",
-    "bit-rot-seed-921": "unexpected-append-stall",
+    "bit-rot-seed-1030": "unexpected-append-stall",
 }
 
 
