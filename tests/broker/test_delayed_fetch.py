@@ -13,11 +13,10 @@ from kafkasim.broker.partition import PartitionState
 from kafkasim.broker.replica_manager import LeaderAndIsrPartition
 from kafkasim.protocol import errors as E
 from kafkasim.protocol.messages.fetch import FetchRequest
-from kafkasim.protocol.messages.metadata import MetadataRequest
 from kafkasim.protocol.messages.produce import ProduceRequest
 from kafkasim.records.batch import Record, build_batch
 from kafkasim.runtime.api import NodeRuntime
-from tests.broker.group.group_sim import SimCluster, call, connect
+from tests.broker.group.group_sim import SimCluster, call, connect, led_partition
 
 pytestmark = pytest.mark.sim
 
@@ -43,14 +42,7 @@ def test_a_waiting_follower_fetch_answered_by_an_append_records_its_position_onl
     cluster = SimCluster(seed=5)
 
     async def main(rt: NodeRuntime) -> Any:
-        conn = await connect(rt)
-        await call(conn, MetadataRequest(topics=[MetadataRequest.MetadataRequestTopic(name=TOPIC)],
-                                         allow_auto_topic_creation=True), 4)
-        await rt.sleep(1000)
-        rm = cluster.server.replica_manager
-        assert rm is not None
-        p = rm.get_partition(TOPIC, 0)
-        assert p is not None and p.is_leader
+        rm, p = await led_partition(cluster, rt, TOPIC)
         me, epoch = p.local_broker_id, p.leader_epoch + 1
         # The controller adds a follower (not in the ISR, so the high watermark need not wait for it).
         state = PartitionState(me, epoch, [me], [me, FOLLOWER], partition_epoch=p.partition_epoch + 1)

@@ -14,9 +14,8 @@ import pytest
 from kafkasim.broker.partition import PartitionState
 from kafkasim.broker.replica_manager import LeaderAndIsrPartition
 from kafkasim.protocol import errors as E
-from kafkasim.protocol.messages.metadata import MetadataRequest
 from kafkasim.runtime.api import NodeRuntime
-from tests.broker.group.group_sim import SimCluster, call, connect
+from tests.broker.group.group_sim import SimCluster, led_partition
 
 pytestmark = pytest.mark.sim
 
@@ -27,14 +26,8 @@ def test_leader_and_isr_is_applied_only_at_a_newer_leader_epoch() -> None:
     cluster = SimCluster(seed=3)
 
     async def main(rt: NodeRuntime) -> Any:
-        conn = await connect(rt)
-        await call(conn, MetadataRequest(topics=[MetadataRequest.MetadataRequestTopic(name=TOPIC)],
-                                         allow_auto_topic_creation=True), 4)
-        await rt.sleep(1000)
-        rm = cluster.server.replica_manager
-        assert rm is not None
-        p = rm.get_partition(TOPIC, 0)
-        assert p is not None and p.is_leader and p.log.topic_id is not None
+        rm, p = await led_partition(cluster, rt, TOPIC)
+        assert p.log.topic_id is not None
         topic_id, epoch, ctl = p.log.topic_id, p.leader_epoch, rm.controller_epoch
         me = p.local_broker_id
 

@@ -11,6 +11,7 @@ from kafkasim.broker.server import KafkaServer
 from kafkasim.client.connection import BrokerConnection
 from kafkasim.protocol import errors as E
 from kafkasim.protocol.messages.find_coordinator import FindCoordinatorRequest
+from kafkasim.protocol.messages.metadata import MetadataRequest
 from kafkasim.protocol.primitives import Message
 from kafkasim.runtime.api import NodeRuntime
 from kafkasim.runtime.sim.world import SimNode, SimWorld
@@ -76,6 +77,20 @@ async def connect(rt: NodeRuntime, client_id: str = "t") -> BrokerConnection:
 async def call(conn: BrokerConnection, body: Message, version: int) -> Any:
     assert body.API_KEY is not None
     return await conn.send_at(version, body)
+
+
+async def led_partition(cluster: SimCluster, rt: NodeRuntime, topic: str) -> tuple[Any, Any]:
+    """Create `topic` (a Metadata request auto-creates it) and wait until the broker leads its
+    partition 0: (the ReplicaManager, the Partition)."""
+    conn = await connect(rt)
+    await call(conn, MetadataRequest(topics=[MetadataRequest.MetadataRequestTopic(name=topic)],
+                                     allow_auto_topic_creation=True), 4)
+    await rt.sleep(1000)
+    rm = cluster.server.replica_manager
+    assert rm is not None
+    p = rm.get_partition(topic, 0)
+    assert p is not None and p.is_leader
+    return rm, p
 
 
 async def find_coordinator(rt: NodeRuntime, conn: BrokerConnection, group: str, version: int = 1,
