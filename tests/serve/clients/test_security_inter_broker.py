@@ -23,7 +23,7 @@ from typing import Any
 import pytest
 from runtime_worlds import load_script
 
-from tests.serve.conftest import free_port
+from tests.serve.conftest import controller_id, free_port
 
 pytestmark = pytest.mark.real
 ROOT = Path(__file__).resolve().parents[3]
@@ -97,6 +97,8 @@ def _secured_cluster(tmp_path: Path, mechanism: str, wrong_password_on: int | No
                 b.wait_started()
         for b in brokers:
             b.wait_started()
+        # The broker with the wrong password never hears from the controller, which cannot log in.
+        _wait_for_controller([b for i, b in enumerate(brokers) if i != wrong_password_on])
         yield brokers
     finally:
         for b in brokers:
@@ -105,6 +107,18 @@ def _secured_cluster(tmp_path: Path, mechanism: str, wrong_password_on: int | No
     for b in brokers:
         log = b.log_path.read_text(errors="replace")
         assert "Traceback" not in log, log[-3000:]
+
+
+def _wait_for_controller(brokers: list[Any], seconds: float = 60) -> None:
+    """Until every broker's Metadata names the controller (its first UpdateMetadata arrived):
+    before that it answers controller -1, and librdkafka's admin client can wait out its whole
+    timeout for one (a CreateTopics that never left the client: CI at stop 15). Kafka's own
+    integration tests wait for metadata to propagate the same way."""
+    deadline = time.monotonic() + seconds
+    for b in brokers:
+        while controller_id(b.port) < 0:
+            assert time.monotonic() < deadline, f"broker {b.broker_id} knows no controller after {seconds:.0f} s"
+            time.sleep(0.1)
 
 
 @pytest.fixture(params=["PLAIN", "SCRAM-SHA-512"])
