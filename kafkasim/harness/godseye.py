@@ -205,13 +205,22 @@ def check_replicas(cluster: SimCluster, bit_flipped: set[TopicPartition] | None 
             if first is None:
                 continue
             detail = {**where, "offset": first[0], "leader_batch": first[1], "replica_batch": first[2]}
-            above = {b.leader_epoch for b in theirs if b.base_offset > first[2][0]}
+            base = first[2][0]
+            above = {b.leader_epoch for b in theirs if b.base_offset > base} | _epochs_begun_above(replica.log, base)
             resumed = epoch_reuse.explains((topic, index), first[2], above) if epoch_reuse is not None else None
             if resumed is not None:
                 reused.anomalies.append(Anomaly("epoch-reused-after-power-loss", {**detail, "resumed_at": resumed}))
             else:
                 divergence.anomalies.append(Anomaly("replica-divergence", detail))
     return [divergence, reused, behind, epoch_flips, offset_propagated]
+
+
+def _epochs_begun_above(log: Any, offset: int) -> set[int]:
+    """The epochs the replica's epoch cache says it began above `offset`: it followed them there
+    even when a truncation has since cut those batches away (seed 4251: broker-0 followed epoch 2
+    from 275; truncated to 399, inside its batch 275-412, it kept only 0-274 of epochs 0 and 1)."""
+    cache = getattr(log, "leader_epoch_cache", None)
+    return {epoch for epoch, start in getattr(cache, "entries", ()) if start > offset}
 
 
 def _reconciled(server: Any, tp: TopicPartition, leader_id: int, leader_epoch: int) -> bool:

@@ -194,7 +194,8 @@ class InvariantMonitor:
                 # A power-lost leader's high watermark is its short one: catching up to it ends no
                 # exemption (seed 252: it may be below the pre-loss one a stale ISR member leads with).
                 if not self._lost_power_on(name, tp):
-                    self._cleared[(follower, tp)] = now
+                    if self._leader_knows(p, broker_id, leo):
+                        self._cleared[(follower, tp)] = now
                     self._inherited_cleared[(follower, tp)] = now
             elif self._suspect_since.get(follower, -1.0) > self._cleared.get((follower, tp), -1.0):
                 continue  # lost its page cache to a power loss and has not caught up yet: Kafka allows it
@@ -211,6 +212,17 @@ class InvariantMonitor:
                 # Out of the ISR of a power-lost leader, a follower rejoins by catching up to that
                 # leader's short log: its inherited loss goes on (seed 3307).
                 self._inherited_cleared[(broker_node_name(broker_id), tp)] = now
+
+    @staticmethod
+    def _leader_knows(p: Any, broker_id: int, leo: int) -> bool:
+        """The leader's record of the follower's log end is not above the real one. A leader that
+        stays leader into a new epoch keeps its followers' states (Partition.makeLeader resets
+        them only when it was not leader), so a follower that lost its tail to a power loss and
+        has not fetched since is still recorded at its old end, and the high watermark may rise
+        to it (seed 4169: 104 over a follower back at 103, its old HW 103 reached at once).
+        Its exemption ends only once the leader has taken a fetch from it."""
+        record = getattr(p, "remote_replicas", {}).get(broker_id)
+        return record is None or record.log_end_offset <= leo
 
     def _lost_power_on(self, name: str, tp: TopicPartition) -> bool:
         """`name` restarted after a power loss and has not caught up on tp since (as a follower)."""

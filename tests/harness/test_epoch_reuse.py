@@ -106,3 +106,26 @@ def test_led_after_power_loss_keeps_the_lowest_over_several_losses_and_ignores_k
     _crash(w, "broker-1", "power")
     _leader(w, "broker-1", 4, 70)
     assert w.led_after_power_loss("broker-1", TP) == 60
+
+
+def test_an_epoch_the_replicas_cache_began_above_counts_when_a_truncation_cut_its_batches() -> None:
+    # Seed 4251: broker-0 followed broker-1's epoch 2 from 275; broker-1 lost power and led epoch 2
+    # again from 0; broker-0, fetching in epoch 2 at 499, was truncated to 399 inside its batch
+    # 275-412, keeping only 0-274 of epochs 0 and 1. Its epoch cache still says it followed 2.
+    from kafkasim.harness.godseye import _epochs_begun_above
+
+    class Cache:
+        entries = [(0, 0), (1, 95), (2, 275)]
+
+    class Log:
+        leader_epoch_cache = Cache()
+
+    w = EpochReuseWatch()
+    _leader(w, "broker-1", 2, 275)
+    _crash(w, "broker-1", "power")
+    _leader(w, "broker-1", 2, 0)
+    above = _epochs_begun_above(Log(), 0)
+    assert above == {1, 2}
+    assert w.explains(TP, [0, 0, 0, 1], {1} | above) == 0
+    assert w.explains(TP, [0, 0, 0, 1], {1}) is None   # what the batches alone said
+    assert _epochs_begun_above(Log(), 275) == set()

@@ -24,6 +24,11 @@ class FakeLog:
 
 
 @dataclass
+class FakeRecord:
+    log_end_offset: int
+
+
+@dataclass
 class FakePartition:
     leader_epoch: int
     is_leader: bool
@@ -32,6 +37,7 @@ class FakePartition:
     maximal_isr: list[int] = field(default_factory=lambda: [0, 1, 2])
     assignment: list[int] = field(default_factory=lambda: [0, 1, 2])
     offline: bool = False
+    remote_replicas: dict[int, FakeRecord] = field(default_factory=dict)  # the leader's records
 
     @property
     def log(self) -> FakeLog:
@@ -117,6 +123,27 @@ def test_high_watermark_above_an_isr_follower_is_caught_unless_it_lost_power() -
     p2["broker-2"].leo = 9
     m2.check_partition(TP)
     assert _count(m2, "hw-above-isr-replica") == 1
+
+
+def test_a_power_lost_follower_stays_exempt_until_the_leader_has_heard_from_it() -> None:
+    # Seed 4169: broker-2 lost its tail (back at 103) but stayed in the ISR; before it fetched
+    # again the leader, still recording it at 110, raised the high watermark from 103 to 104.
+    m, world, p = _monitor(broker_0=FakePartition(1, True, high_watermark=103, leo=110,
+                                                   remote_replicas={1: FakeRecord(110), 2: FakeRecord(110)}),
+                           broker_1=FakePartition(1, False, leo=110), broker_2=FakePartition(1, False, leo=110))
+    _power_loss(m, world, "broker-2")
+    p["broker-2"].leo = 103
+    m.check_partition(TP)                      # at the old high watermark: not yet heard from
+    p["broker-0"].high_watermark, world.t = 104, 6.0
+    m.check_partition(TP)
+    assert _count(m, "hw-above-isr-replica") == 0
+    # Once the leader has taken its fetch (its record is the real end), catching up ends it.
+    p["broker-0"].remote_replicas[2] = FakeRecord(103)
+    p["broker-0"].high_watermark = 103
+    m.check_partition(TP)
+    p["broker-0"].high_watermark, world.t = 104, 7.0
+    m.check_partition(TP)
+    assert _count(m, "hw-above-isr-replica") == 1
 
 
 def test_a_follower_truncated_to_a_power_lost_leader_inherits_its_exemption() -> None:

@@ -32,6 +32,7 @@ MUST_SHOW = {
     "bit-rot-seed-35": "corrupt-offset-propagated",
     "power-loss-default-flush-swarm-seed-279": "unexpected-append-stall",
     "bit-rot-seed-1030": "unexpected-append-stall",
+    "power-loss-default-flush-swarm-seed-4251": "epoch-reused-after-power-loss",
 }
 
 
