@@ -38,7 +38,6 @@ import importlib.util
 import json
 import os
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -46,6 +45,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from types import ModuleType
 from typing import Optional
+
+from kafkasim.runtime.real.ports import free_port
 
 HERE = Path(__file__).resolve().parent
 REPO = HERE.parents[1]
@@ -64,12 +65,6 @@ def load_zk() -> ModuleType:
     sys.modules[name] = mod
     spec.loader.exec_module(mod)
     return mod
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def default_configs(brokers: int) -> dict[str, str]:

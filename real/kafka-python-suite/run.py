@@ -32,6 +32,8 @@ import time
 import xml.etree.ElementTree as ET
 from pathlib import Path
 
+from kafkasim.runtime.real.ports import free_port
+
 HERE = Path(__file__).resolve().parent
 REPO = HERE.parent.parent
 VERSION = "3.0.12"
@@ -93,12 +95,6 @@ def fetch() -> Path:
     shutil.copyfile(HERE / "kafkasim_fixture.py", SDIST_DIR / "test" / "kafkasim_fixture.py")
     (SDIST_DIR / "test" / "__init__.py").touch()
     return SDIST_DIR
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def start_broker(tmp: Path) -> tuple[subprocess.Popen[bytes], int, Path]:

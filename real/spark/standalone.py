@@ -20,11 +20,12 @@ from __future__ import annotations
 import argparse
 import os
 import signal
-import socket
 import subprocess
 import sys
 import time
 from pathlib import Path
+
+from kafkasim.runtime.real.ports import free_port
 
 DEFAULT_DIR = "/tmp/kafkasim-spark-standalone"
 START_TIMEOUT_S = 120.0  # a loaded 2-core machine takes tens of seconds per JVM
@@ -38,12 +39,6 @@ def spark_class() -> str:
     import pyspark
 
     return str(Path(pyspark.__file__).parent / "bin" / "spark-class")
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def _daemon(args: list[str], log: Path) -> int:

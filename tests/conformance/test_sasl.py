@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import base64
 import hashlib
-import socket
 from pathlib import Path
 from typing import Any, Callable, Iterator
 
@@ -21,8 +20,9 @@ from kafkasim.protocol.messages.api_versions import ApiVersionsRequest
 from kafkasim.protocol.messages.metadata import MetadataRequest
 from kafkasim.protocol.messages.sasl_authenticate import SaslAuthenticateRequest
 from kafkasim.protocol.messages.sasl_handshake import SaslHandshakeRequest
+from kafkasim.runtime.real.ports import free_port
 from tests.broker.security.sasl_client import ScramClient, plain_token
-from tests.conformance.conftest import KAFKA_ONLY_CONFIGS, SHARED_CONFIGS, kafka_launcher, require_real_kafka
+from tests.conformance.conftest import KAFKA_ONLY_CONFIGS, SHARED_CONFIGS, require_real_kafka
 from tests.conformance.wire import Closed, Connection
 
 pytestmark = pytest.mark.real
@@ -31,12 +31,6 @@ JAAS = ('org.apache.kafka.common.security.plain.PlainLoginModule required userna
         'password="admin-secret" user_admin="admin-secret" user_alice="alice-secret";')
 SCRAM_JAAS = "org.apache.kafka.common.security.scram.ScramLoginModule required;"
 SALT = b"conformance-salt"
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 class Side:
@@ -51,7 +45,7 @@ def _up(start: Callable[..., Any], module: Any, directory: Path, configs: dict[s
     """A cluster whose broker 0 listens on two ports we chose: the launchers pick the PLAINTEXT
     port with their free_port() first, so it answers ours once (and any port asked for later, such as
     the kafkasim broker's control plane, is a free one of its own)."""
-    plain, sasl = _free_port(), _free_port()
+    plain, sasl = free_port(), free_port()
     listeners = {"listeners": f"PLAINTEXT://127.0.0.1:{plain},SASL_PLAINTEXT://127.0.0.1:{sasl}",
                  "sasl.enabled.mechanisms": "PLAIN,SCRAM-SHA-256,SCRAM-SHA-512",
                  "listener.name.sasl_plaintext.plain.sasl.jaas.config": JAAS,

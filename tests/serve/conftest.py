@@ -12,6 +12,8 @@ from typing import Any, Iterator, Optional
 
 import pytest
 
+from kafkasim.runtime.real.ports import free_port
+
 
 def controller_id(port: int) -> int:
     """The controller id in the broker's Metadata v1 answer (a plain socket, response header v0)."""
@@ -31,12 +33,6 @@ def controller_id(port: int) -> int:
                 raise ConnectionError("closed")
             data += chunk
     return int(A.api_info(A.METADATA).response.decode(memoryview(data)[8:], 1).controller_id)
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def wait_until_serving(proc: "subprocess.Popen[str]", port: int, seconds: float = 60) -> None:
