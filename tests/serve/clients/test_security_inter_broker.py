@@ -23,6 +23,7 @@ from typing import Any
 import pytest
 from runtime_worlds import load_script
 
+from tests.serve.admin_diagnosis import create_topic
 from tests.serve.conftest import controller_id, free_port
 
 pytestmark = pytest.mark.real
@@ -146,13 +147,14 @@ def _isr(admin: Any, topic: str) -> list[int]:
     return sorted(md.isrs) if md is not None else []
 
 
-def test_three_brokers_replicate_over_a_sasl_ssl_inter_broker_listener(cluster: list[Any]) -> None:
+def test_three_brokers_replicate_over_a_sasl_ssl_inter_broker_listener(cluster: list[Any], tmp_path: Path) -> None:
     from confluent_kafka import Consumer, Producer, TopicPartition
     from confluent_kafka.admin import AdminClient, NewTopic
 
     bootstrap = ",".join(b.bootstrap for b in cluster)
+    create_topic(bootstrap, NewTopic("secure", 1, 3, config={"min.insync.replicas": "3"}), tmp_path,
+                 [b.dir / "trace.jsonl" for b in cluster])
     admin = AdminClient({"bootstrap.servers": bootstrap})
-    admin.create_topics([NewTopic("secure", 1, 3, config={"min.insync.replicas": "3"})])["secure"].result(60)
     deadline = time.monotonic() + 60
     isr: list[int] = []
     while time.monotonic() < deadline and len(isr) < 3:
@@ -179,16 +181,17 @@ def test_three_brokers_replicate_over_a_sasl_ssl_inter_broker_listener(cluster: 
     assert all(_logins(b) == {"User:broker"} for b in cluster), [_logins(b) for b in cluster]
 
 
-def test_a_broker_with_a_wrong_scram_password_stays_out_of_the_isr(cluster_with_a_wrong_scram_password: Any) -> None:
+def test_a_broker_with_a_wrong_scram_password_stays_out_of_the_isr(cluster_with_a_wrong_scram_password: Any,
+                                                                   tmp_path: Path) -> None:
     from confluent_kafka import Producer
     from confluent_kafka.admin import AdminClient, NewTopic
 
     cluster: list[Any] = cluster_with_a_wrong_scram_password
     bootstrap = ",".join(b.bootstrap for b in cluster[:2])
-    admin = AdminClient({"bootstrap.servers": bootstrap})
     # Broker 0 leads, broker 2 follows.
     topic = NewTopic("secure", num_partitions=1, replica_assignment=[[0, 1, 2]], config={"min.insync.replicas": "2"})
-    admin.create_topics([topic])["secure"].result(60)
+    create_topic(bootstrap, topic, tmp_path, [b.dir / "trace.jsonl" for b in cluster])
+    admin = AdminClient({"bootstrap.servers": bootstrap})
     errors: list[str] = []
     p = Producer({"bootstrap.servers": bootstrap, "acks": "all", "message.timeout.ms": 60000})
     for i in range(50):
