@@ -219,8 +219,7 @@ def _epochs_begun_above(log: Any, offset: int) -> set[int]:
     """The epochs the replica's epoch cache says it began above `offset`: it followed them there
     even when a truncation has since cut those batches away (seed 4251: broker-0 followed epoch 2
     from 275; truncated to 399, inside its batch 275-412, it kept only 0-274 of epochs 0 and 1)."""
-    cache = getattr(log, "leader_epoch_cache", None)
-    return {epoch for epoch, start in getattr(cache, "entries", ()) if start > offset}
+    return {epoch for epoch, start in log.leader_epoch_cache.entries if start > offset}
 
 
 def _reconciled(server: Any, tp: TopicPartition, leader_id: int, leader_epoch: int) -> bool:

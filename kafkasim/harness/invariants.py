@@ -221,7 +221,7 @@ class InvariantMonitor:
         has not fetched since is still recorded at its old end, and the high watermark may rise
         to it (seed 4169: 104 over a follower back at 103, its old HW 103 reached at once).
         Its exemption ends only once the leader has taken a fetch from it."""
-        record = getattr(p, "remote_replicas", {}).get(broker_id)
+        record = p.remote_replicas.get(broker_id)
         return record is None or record.log_end_offset <= leo
 
     def _lost_power_on(self, name: str, tp: TopicPartition) -> bool:
