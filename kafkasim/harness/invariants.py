@@ -207,7 +207,8 @@ class InvariantMonitor:
                                 isr=list(p.maximal_isr), replica=follower, replica_log_end_offset=leo)
         leader_lossy = self._lost_power_on(name, tp)
         for broker_id in self._out_of_isr(p):
-            self._cleared[(broker_node_name(broker_id), tp)] = now
+            if self._leader_current(p, broker_id, tp):
+                self._cleared[(broker_node_name(broker_id), tp)] = now
             if not leader_lossy:
                 # Out of the ISR of a power-lost leader, a follower rejoins by catching up to that
                 # leader's short log: its inherited loss goes on (seed 3307).
@@ -223,6 +224,17 @@ class InvariantMonitor:
         Its exemption ends only once the leader has taken a fetch from it."""
         record = p.remote_replicas.get(broker_id)
         return record is None or record.log_end_offset <= leo
+
+    def _leader_current(self, p: Any, broker_id: int, tp: TopicPartition) -> bool:
+        """Out of the ISR, a follower rejoins only by catching up, so its power-loss exemption can
+        end; but only once it runs as a replica and the leader's record of it is not from before
+        the loss. Seed 5005: broker-2, back from a power loss (its log cut from 157 to 144) but not
+        yet registered, was out of the ISR; its fetch at 157 from before the loss, held while the
+        leader was paused, then reached the leader, which added it to the ISR with the high
+        watermark at 157 (Kafka 3.9 in ZooKeeper mode asks only that the broker be alive in its
+        metadata cache, and its old ZooKeeper session still was)."""
+        replica = self._replica(broker_node_name(broker_id), tp)
+        return replica is not None and self._leader_knows(p, broker_id, replica.log.log_end_offset)
 
     def _lost_power_on(self, name: str, tp: TopicPartition) -> bool:
         """`name` restarted after a power loss and has not caught up on tp since (as a follower)."""

@@ -146,6 +146,42 @@ def test_a_power_lost_follower_stays_exempt_until_the_leader_has_heard_from_it()
     assert _count(m, "hw-above-isr-replica") == 1
 
 
+def test_a_power_lost_follower_out_of_the_isr_stays_exempt_until_the_leader_hears_from_its_new_life() -> None:
+    # Seed 5005: broker-2 lost power (157 -> 144) and was out of the ISR while down; its fetch at
+    # 157 from before the loss, held while the leader was paused, put it back in the ISR.
+    m, world, p = _monitor(broker_0=FakePartition(1, True, high_watermark=157, leo=157, maximal_isr=[0, 1],
+                                                   remote_replicas={1: FakeRecord(157), 2: FakeRecord(157)}),
+                           broker_1=FakePartition(1, False, leo=157), broker_2=FakePartition(1, False, leo=157))
+    _power_loss(m, world, "broker-2")
+    world.nodes["broker-2"].alive = False      # restarted, not yet a replica
+    world.t = 6.0
+    m.check_partition(TP)                      # out of the ISR, but the leader has not heard from it
+    p["broker-0"].maximal_isr = [0, 1, 2]      # the stale fetch
+    world.nodes["broker-2"].alive, p["broker-2"].leo, world.t = True, 144, 7.0
+    m.check_partition(TP)
+    assert _count(m, "hw-above-isr-replica") == 0
+    # Its first fetch: the leader records 144; still behind, still exempt, until it catches up.
+    p["broker-0"].remote_replicas[2] = FakeRecord(144)
+    world.t = 8.0
+    m.check_partition(TP)
+    assert _count(m, "hw-above-isr-replica") == 0
+    p["broker-0"].remote_replicas[2], p["broker-2"].leo, world.t = FakeRecord(157), 157, 9.0
+    m.check_partition(TP)
+    p["broker-2"].leo, world.t = 150, 10.0
+    m.check_partition(TP)
+    assert _count(m, "hw-above-isr-replica") == 1
+    # Out of the ISR while running and known to the leader: that ends an exemption, as before.
+    m2, world2, p2 = _monitor(broker_0=FakePartition(1, True, high_watermark=157, leo=157, maximal_isr=[0, 1],
+                                                     remote_replicas={1: FakeRecord(157), 2: FakeRecord(144)}),
+                              broker_1=FakePartition(1, False, leo=157), broker_2=FakePartition(1, False, leo=157))
+    _power_loss(m2, world2, "broker-2")
+    p2["broker-2"].leo, world2.t = 144, 6.0
+    m2.check_partition(TP)
+    p2["broker-0"].maximal_isr, world2.t = [0, 1, 2], 7.0
+    m2.check_partition(TP)
+    assert _count(m2, "hw-above-isr-replica") == 1
+
+
 def test_a_follower_truncated_to_a_power_lost_leader_inherits_its_exemption() -> None:
     """power-loss-default-flush-swarm seed 210: broker-0 lost power (its tail 8-9 gone), restarted
     and led again in the same epoch; broker-2 truncated 10 -> 8 to follow it; broker-1, which had
