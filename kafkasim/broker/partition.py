@@ -195,7 +195,8 @@ class Partition:
                  local_broker_id: int = 0, high_watermark: int | None = None, *,
                  now_ms: Callable[[], float] = lambda: 0.0, replica_lag_time_max_ms: int = 30000,
                  alter_partition: AlterPartitionSubmitter | None = None,
-                 delayed_operations: DelayedOperations | None = None) -> None:
+                 delayed_operations: DelayedOperations | None = None,
+                 is_alive_broker: Callable[[int], bool] = lambda _: True) -> None:
         self.topic, self.index, self.log = topic, index, log
         self.rt = log.rt  # the node the partition lives on: seeded bugs and invariants
         self.local_broker_id = local_broker_id
@@ -212,6 +213,8 @@ class Partition:
         self.min_insync_replicas = 1
         self.replica_lag_time_max_ms = replica_lag_time_max_ms   # replica.lag.time.max.ms
         self.now_ms = now_ms                                     # the runtime's monotonic clock
+        # Is a broker alive in this broker's metadata cache (the controller's last UpdateMetadata)?
+        self.is_alive_broker = is_alive_broker
         # Where ISR changes go (the ReplicaManager's AlterPartitionManager); None: nowhere, as for
         # a partition without a controller.
         self.alter_partition = alter_partition
@@ -474,7 +477,11 @@ class Partition:
         return True
 
     def _isr_eligible(self, broker_id: int) -> bool:
-        return broker_id in self.assignment
+        """Kafka's Partition.isReplicaIsrEligible in ZooKeeper mode: the broker is alive in the
+        metadata cache. A follower whose session expired stays out of the ISR, and is not waited
+        for by the high watermark, until the controller announces it alive again, however far it
+        has fetched (the controller would refuse it too). Also: it is assigned the partition."""
+        return broker_id in self.assignment and self.is_alive_broker(broker_id)
 
     def maybe_expand_isr(self, replica: Replica) -> None:
         if self.pending is not None or replica.broker_id in self.isr or not self._isr_eligible(replica.broker_id):

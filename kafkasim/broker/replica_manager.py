@@ -200,11 +200,15 @@ class ReplicaManager:
                       now_ms=self.rt.monotonic_ms, replica_lag_time_max_ms=self.replication.replica_lag_time_max_ms,
                       alter_partition=self.alter_partition_manager.submit,
                       delayed_operations=DelayedOperations(self.delayed_request_purgatory,
-                                                           TopicPartitionOperationKey(topic, partition)))
+                                                           TopicPartitionOperationKey(topic, partition)),
+                      is_alive_broker=self._is_alive_broker)
         self.partitions[(topic, partition)] = p
         if self.topic_configs is not None:
             self.apply_topic_config(topic, *await self.topic_configs(topic))
         return p
+
+    def _is_alive_broker(self, broker_id: int) -> bool:
+        return broker_id in self.metadata_cache.brokers
 
     def apply_topic_config(self, topic: str, log_config: LogConfig, min_insync_replicas: int) -> None:
         """A topic's configs changed (or it got a partition here): its partitions use them at once."""

@@ -46,6 +46,7 @@ class Harness:
         self.log = log
         self.clock = T0
         self.proposals: list[tuple[list[int], int]] = []   # (proposed ISR, leader recovery state)
+        self.dead: set[int] = set()     # brokers not alive in the metadata cache
 
     def now(self) -> float:
         return self.clock
@@ -60,7 +61,8 @@ class Harness:
         """A replica not yet told its role (as ReplicaManager creates it before LeaderAndIsr)."""
         return Partition("t", 0, self.log, -1, False, local_broker_id=LEADER, high_watermark=high_watermark,
                          now_ms=self.now, replica_lag_time_max_ms=LAG_MS,
-                         alter_partition=self._record if submit else None)
+                         alter_partition=self._record if submit else None,
+                         is_alive_broker=lambda b: b not in self.dead)
 
     async def lead(self, p: Partition, epoch: int, isr: list[int], replicas: list[int], partition_epoch: int,
                    recovery: int = LEADER_RECOVERY_RECOVERED) -> bool:
@@ -352,6 +354,30 @@ def test_a_replica_not_assigned_to_the_partition_is_never_proposed() -> None:
         await h.lead(p, 1, [0], [0, 1], 1)
         h.fetch(p, 7, 0)                    # not a replica: ignored
         assert h.proposals == [] and 7 not in p.maximal_isr
+    run(body)
+
+
+def test_a_follower_not_alive_in_the_metadata_cache_neither_joins_nor_holds_the_hw() -> None:
+    """Kafka's isReplicaIsrEligible in ZooKeeper mode (hasAliveBroker): a follower whose session
+    expired (the controller's UpdateMetadata dropped it) but which still fetches is not proposed
+    for the ISR and is not waited for by the HW, until the controller announces it alive again."""
+    async def body(h: Harness) -> None:
+        p = h.partition()
+        await h.lead(p, 1, [0, 1], [0, 1, 2], 1)
+        h.dead.add(2)
+        await h.produce(p, 4)
+        h.fetch(p, 2, 2)                    # caught up (within the lag) but not alive
+        h.fetch(p, 1, 4)
+        assert p.high_watermark == 4        # not held back by 2
+        h.fetch(p, 2, 4)
+        assert h.proposals == [] and sorted(p.maximal_isr) == [0, 1]
+        h.dead.discard(2)                   # the controller's UpdateMetadata names it again
+        await h.produce(p, 1)
+        h.fetch(p, 2, 4)
+        h.fetch(p, 1, 5)
+        assert p.high_watermark == 4        # caught up and eligible: waited for
+        h.fetch(p, 2, 5)
+        assert h.proposals == [([0, 1, 2], LEADER_RECOVERY_RECOVERED)]
     run(body)
 
 
