@@ -73,6 +73,12 @@ class _Wanted:
     req: PartitionRequest
     error: int = E.NONE
 
+    # Written out so that mypyc compiles it: a dataclass-made __init__ runs interpreted.
+    def __init__(self, tp: TopicIdPartition, req: PartitionRequest, error: int = E.NONE) -> None:
+        self.tp = tp
+        self.req = req
+        self.error = error
+
     @property
     def topic(self) -> str | None:
         return self.tp[1]

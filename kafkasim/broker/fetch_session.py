@@ -75,6 +75,15 @@ class PartitionRequest:
     current_leader_epoch: int
     last_fetched_epoch: int
 
+    # Written out so that mypyc compiles it: a dataclass-made __init__ runs interpreted.
+    def __init__(self, fetch_offset: int, log_start_offset: int, max_bytes: int, current_leader_epoch: int,
+                 last_fetched_epoch: int) -> None:
+        self.fetch_offset = fetch_offset
+        self.log_start_offset = log_start_offset
+        self.max_bytes = max_bytes
+        self.current_leader_epoch = current_leader_epoch
+        self.last_fetched_epoch = last_fetched_epoch
+
 
 @dataclass
 class CachedPartition:

@@ -64,6 +64,11 @@ class ValidatedRecords:
     buf: bytearray
     headers: list[tuple[int, BatchHeader]]
 
+    # Written out so that mypyc compiles it: a dataclass-made __init__ runs interpreted.
+    def __init__(self, buf: bytearray, headers: list[tuple[int, BatchHeader]]) -> None:
+        self.buf = buf
+        self.headers = headers
+
 
 def validate_produce_records(records: Any, config: LogConfig,
                              origin: AppendOrigin = AppendOrigin.CLIENT) -> ValidatedRecords:

@@ -75,6 +75,15 @@ class PartitionAppendResult:
     error_message: str | None = None
     info: AppendInfo | None = None
 
+    # Written out so that mypyc compiles it: a dataclass-made __init__ runs interpreted.
+    def __init__(self, error_code: int, base_offset: int = -1, log_start_offset: int = -1,
+                 error_message: str | None = None, info: AppendInfo | None = None) -> None:
+        self.error_code = error_code
+        self.base_offset = base_offset
+        self.log_start_offset = log_start_offset
+        self.error_message = error_message
+        self.info = info
+
 
 @dataclass
 class FetchSpec:
@@ -86,6 +95,19 @@ class FetchSpec:
     log_start_offset: int = -1     # a follower's
     last_fetched_epoch: int = -1   # fetch v12+: checked against the log for divergence
     min_one_message: bool = True   # fetch v0-v2: False (Kafka's hardMaxBytesLimit)
+
+    # Written out so that mypyc compiles it: a dataclass-made __init__ runs interpreted.
+    def __init__(self, topic: str, partition: int, fetch_offset: int, max_bytes: int,
+                 current_leader_epoch: int = -1, log_start_offset: int = -1, last_fetched_epoch: int = -1,
+                 min_one_message: bool = True) -> None:
+        self.topic = topic
+        self.partition = partition
+        self.fetch_offset = fetch_offset
+        self.max_bytes = max_bytes
+        self.current_leader_epoch = current_leader_epoch
+        self.log_start_offset = log_start_offset
+        self.last_fetched_epoch = last_fetched_epoch
+        self.min_one_message = min_one_message
 
 
 @dataclass
@@ -99,6 +121,19 @@ class FetchResult:
     # transactions overlapping the records returned.
     aborted_transactions: list[AbortedTxn] | None = None
     diverging_epoch: tuple[int, int] | None = None   # (epoch, end offset) when the fetcher diverged
+
+    # Written out so that mypyc compiles it: a dataclass-made __init__ runs interpreted.
+    def __init__(self, error_code: int, high_watermark: int = -1, log_start_offset: int = -1,
+                 records: Any = b"", last_stable_offset: int = -1,
+                 aborted_transactions: list[AbortedTxn] | None = None,
+                 diverging_epoch: tuple[int, int] | None = None) -> None:
+        self.error_code = error_code
+        self.high_watermark = high_watermark
+        self.log_start_offset = log_start_offset
+        self.records = records
+        self.last_stable_offset = last_stable_offset
+        self.aborted_transactions = aborted_transactions
+        self.diverging_epoch = diverging_epoch
 
 
 @dataclass

@@ -15,7 +15,7 @@ newer leader answered first)."""
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Final
 
 from kafkasim.client.cluster import ClientCluster
 from kafkasim.client.read_committed import READ_COMMITTED, AbortedTransactions
@@ -30,14 +30,24 @@ EARLIEST, LATEST = -2, -1
 TP = tuple[str, int]
 
 
-@dataclass(frozen=True)
+@dataclass(unsafe_hash=True)
 class ConsumedRecord:
-    topic: str
-    partition: int
-    offset: int
-    timestamp_ms: int
-    key: bytes | None
-    value: bytes | None
+    topic: Final[str]
+    partition: Final[int]
+    offset: Final[int]
+    timestamp_ms: Final[int]
+    key: Final[bytes | None]
+    value: Final[bytes | None]
+
+    # Written out so that mypyc compiles it: a dataclass-made __init__ runs interpreted.
+    def __init__(self, topic: str, partition: int, offset: int, timestamp_ms: int, key: bytes | None,
+                 value: bytes | None) -> None:
+        self.topic = topic
+        self.partition = partition
+        self.offset = offset
+        self.timestamp_ms = timestamp_ms
+        self.key = key
+        self.value = value
 
 
 @dataclass
@@ -60,6 +70,16 @@ class _FetchInFlight:
     done: bool = False
     response: Any = None      # the FetchResponse, when it answered
     failed: bool = False      # unreachable, timed out, or its leader unknown
+
+    # Written out so that mypyc compiles it: a dataclass-made __init__ runs interpreted.
+    def __init__(self, leader: int, offsets: dict[TP, int], task: Task | None = None, done: bool = False,
+                 response: Any = None, failed: bool = False) -> None:
+        self.leader = leader
+        self.offsets = offsets
+        self.task = task
+        self.done = done
+        self.response = response
+        self.failed = failed
 
 
 class Consumer:

@@ -89,12 +89,25 @@ class RecordMetadata:
     offset: int
     error_code: int = E.NONE
 
+    # Written out so that mypyc compiles it: a dataclass-made __init__ runs interpreted.
+    def __init__(self, topic: str, partition: int, offset: int, error_code: int = E.NONE) -> None:
+        self.topic = topic
+        self.partition = partition
+        self.offset = offset
+        self.error_code = error_code
+
 
 @dataclass
 class _Pending:
     record: Record
     future: Future[Any]
     size: int
+
+    # Written out so that mypyc compiles it: a dataclass-made __init__ runs interpreted.
+    def __init__(self, record: Record, future: Future[Any], size: int) -> None:
+        self.record = record
+        self.future = future
+        self.size = size
 
 
 @dataclass

@@ -56,9 +56,9 @@ from __future__ import annotations
 
 import struct
 from collections.abc import Iterator, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from enum import IntEnum
-from typing import Any, NamedTuple
+from typing import Any, Final, NamedTuple
 
 from . import compression as _compression
 from .compression import CompressionType, codec_of
@@ -450,15 +450,24 @@ def set_max_timestamp(
 # --------------------------------------------------------------------------- records
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(unsafe_hash=True, slots=True)
 class Record:
     """A record to build. ``offset_delta`` None means "its index in the batch"."""
 
-    timestamp_ms: int
-    key: bytes | None
-    value: bytes | None
-    headers: Sequence[tuple[str, bytes | None]] = field(default_factory=tuple)
-    offset_delta: int | None = None
+    timestamp_ms: Final[int]
+    key: Final[bytes | None]
+    value: Final[bytes | None]
+    headers: Final[Sequence[tuple[str, bytes | None]]]  # defaults: __init__'s
+    offset_delta: Final[int | None]
+
+    # Written out so that mypyc compiles it: a dataclass-made __init__ runs interpreted.
+    def __init__(self, timestamp_ms: int, key: bytes | None, value: bytes | None,
+                 headers: Sequence[tuple[str, bytes | None]] = (), offset_delta: int | None = None) -> None:
+        self.timestamp_ms = timestamp_ms
+        self.key = key
+        self.value = value
+        self.headers = headers
+        self.offset_delta = offset_delta
 
 
 class DecodedRecord(NamedTuple):

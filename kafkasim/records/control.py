@@ -26,6 +26,7 @@ value version takes the fields it knows (Kafka reads the prefix too).
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Final
 
 from kafkasim.records.batch import (
     NO_PARTITION_LEADER_EPOCH,
@@ -42,16 +43,26 @@ from kafkasim.records.errors import CorruptReason, CorruptRecordError
 __all__ = ["EndTxnMarker", "end_txn_marker_batch", "parse_end_txn_marker_batch", "parse_end_txn_marker_record"]
 
 
-@dataclass(frozen=True)
+@dataclass(unsafe_hash=True)
 class EndTxnMarker:
     """One transaction marker as read back from a control batch."""
 
-    producer_id: int
-    producer_epoch: int
-    coordinator_epoch: int
-    committed: bool
-    timestamp_ms: int
-    base_offset: int = 0
+    producer_id: Final[int]
+    producer_epoch: Final[int]
+    coordinator_epoch: Final[int]
+    committed: Final[bool]
+    timestamp_ms: Final[int]
+    base_offset: Final[int]  # default: __init__'s
+
+    # Written out so that mypyc compiles it: a dataclass-made __init__ runs interpreted.
+    def __init__(self, producer_id: int, producer_epoch: int, coordinator_epoch: int, committed: bool,
+                 timestamp_ms: int, base_offset: int = 0) -> None:
+        self.producer_id = producer_id
+        self.producer_epoch = producer_epoch
+        self.coordinator_epoch = coordinator_epoch
+        self.committed = committed
+        self.timestamp_ms = timestamp_ms
+        self.base_offset = base_offset
 
     @property
     def control_type(self) -> ControlRecordType:

@@ -470,7 +470,9 @@ class NodeRuntime(abc.ABC):
 
     async def wait_for(self, aw: Awaitable[T], timeout_ms: float) -> T:
         """Run `aw` as a task and return its result, or cancel it and raise RuntimeTimeout."""
-        task = self.spawn(_as_coro(aw), name="wait_for")
+        # A coroutine runs as the task itself: wrapped in _as_coro, every one of its steps (a
+        # client request's, one per wait_for) would pass through one more, interpreted, frame.
+        task = self.spawn(aw if isinstance(aw, Coroutine) else _as_coro(aw), name="wait_for")
         idx = await self.wait_first([task], timeout_ms)
         if idx is None:
             task.cancel()

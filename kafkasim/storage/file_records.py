@@ -10,15 +10,22 @@ tests and anything that must look inside)."""
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Final
 
 from kafkasim.runtime.api import FileHandle
 
 
-@dataclass(frozen=True)
+@dataclass(unsafe_hash=True)
 class FileRegion:
-    fh: FileHandle
-    position: int
-    size: int
+    fh: Final[FileHandle]
+    position: Final[int]
+    size: Final[int]
+
+    # Written out so that mypyc compiles it: a dataclass-made __init__ runs interpreted.
+    def __init__(self, fh: FileHandle, position: int, size: int) -> None:
+        self.fh = fh
+        self.position = position
+        self.size = size
 
 
 class FileRecords:

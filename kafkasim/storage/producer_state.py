@@ -100,7 +100,7 @@ from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from enum import Enum
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Final
 
 from kafkasim.protocol import errors as E
 from kafkasim.records.batch import NO_PRODUCER_EPOCH, NO_SEQUENCE, BatchHeader, Buffer, iter_batches
@@ -157,13 +157,26 @@ class TxnMetadata:
     first_offset: int
     last_offset: int | None = None  # the marker's, once completed
 
+    # Written out so that mypyc compiles it: a dataclass-made __init__ runs interpreted.
+    def __init__(self, producer_id: int, first_offset: int, last_offset: int | None = None) -> None:
+        self.producer_id = producer_id
+        self.first_offset = first_offset
+        self.last_offset = last_offset
 
-@dataclass(frozen=True)
+
+@dataclass(unsafe_hash=True)
 class CompletedTxn:
-    producer_id: int
-    first_offset: int
-    last_offset: int  # the marker's offset
-    is_aborted: bool
+    producer_id: Final[int]
+    first_offset: Final[int]
+    last_offset: Final[int]  # the marker's offset
+    is_aborted: Final[bool]
+
+    # Written out so that mypyc compiles it: a dataclass-made __init__ runs interpreted.
+    def __init__(self, producer_id: int, first_offset: int, last_offset: int, is_aborted: bool) -> None:
+        self.producer_id = producer_id
+        self.first_offset = first_offset
+        self.last_offset = last_offset
+        self.is_aborted = is_aborted
 
 
 class ProducerStateError(Exception):
@@ -179,12 +192,19 @@ class CorruptSnapshotError(Exception):
 
 
 # ---------------------------------------------------------------- entries
-@dataclass(frozen=True)
+@dataclass(unsafe_hash=True)
 class BatchMetadata:
-    last_seq: int
-    last_offset: int
-    offset_delta: int
-    timestamp: int
+    last_seq: Final[int]
+    last_offset: Final[int]
+    offset_delta: Final[int]
+    timestamp: Final[int]
+
+    # Written out so that mypyc compiles it: a dataclass-made __init__ runs interpreted.
+    def __init__(self, last_seq: int, last_offset: int, offset_delta: int, timestamp: int) -> None:
+        self.last_seq = last_seq
+        self.last_offset = last_offset
+        self.offset_delta = offset_delta
+        self.timestamp = timestamp
 
     @property
     def first_seq(self) -> int:
@@ -203,6 +223,17 @@ class ProducerStateEntry:
     last_timestamp: int = -1
     current_txn_first_offset: int = -1
     batches: deque[BatchMetadata] = field(default_factory=lambda: deque(maxlen=NUM_BATCHES_TO_RETAIN))
+
+    # Written out so that mypyc compiles it: a dataclass-made __init__ runs interpreted.
+    def __init__(self, producer_id: int, producer_epoch: int = NO_PRODUCER_EPOCH, coordinator_epoch: int = -1,
+                 last_timestamp: int = -1, current_txn_first_offset: int = -1,
+                 batches: deque[BatchMetadata] | None = None) -> None:
+        self.producer_id = producer_id
+        self.producer_epoch = producer_epoch
+        self.coordinator_epoch = coordinator_epoch
+        self.last_timestamp = last_timestamp
+        self.current_txn_first_offset = current_txn_first_offset
+        self.batches = deque(maxlen=NUM_BATCHES_TO_RETAIN) if batches is None else batches
 
     @property
     def is_empty(self) -> bool:

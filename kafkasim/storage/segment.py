@@ -27,6 +27,7 @@ from __future__ import annotations
 import struct
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
+from typing import Final
 
 import crc32c as _crc32c  # the C implementation records.crc wraps; called bare on the hot path
 
@@ -64,16 +65,26 @@ def offset_from_file_name(name: str) -> int:
     return int(name.split(".", 1)[0])
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(unsafe_hash=True, slots=True)
 class BatchInfo:
     """A batch's place in a segment and the header fields the log needs."""
 
-    position: int
-    base_offset: int
-    size: int
-    last_offset: int
-    max_timestamp: int
-    partition_leader_epoch: int
+    position: Final[int]
+    base_offset: Final[int]
+    size: Final[int]
+    last_offset: Final[int]
+    max_timestamp: Final[int]
+    partition_leader_epoch: Final[int]
+
+    # Written out so that mypyc compiles it: a dataclass-made __init__ runs interpreted.
+    def __init__(self, position: int, base_offset: int, size: int, last_offset: int, max_timestamp: int,
+                 partition_leader_epoch: int) -> None:
+        self.position = position
+        self.base_offset = base_offset
+        self.size = size
+        self.last_offset = last_offset
+        self.max_timestamp = max_timestamp
+        self.partition_leader_epoch = partition_leader_epoch
 
 
 @dataclass

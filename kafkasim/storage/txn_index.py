@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import struct
 from dataclasses import dataclass
+from typing import Final
 
 from kafkasim.runtime.api import FileHandle, FileSystem
 from kafkasim.storage.index import CorruptIndexError
@@ -42,13 +43,22 @@ class TxnIndexError(Exception):
     """An append that does not move the index forward, or an entry of an unknown version."""
 
 
-@dataclass(frozen=True)
+@dataclass(unsafe_hash=True)
 class AbortedTxn:
-    producer_id: int
-    first_offset: int
-    last_offset: int
-    last_stable_offset: int
-    version: int = ABORTED_TXN_VERSION
+    producer_id: Final[int]
+    first_offset: Final[int]
+    last_offset: Final[int]
+    last_stable_offset: Final[int]
+    version: Final[int]  # default: __init__'s
+
+    # Written out so that mypyc compiles it: a dataclass-made __init__ runs interpreted.
+    def __init__(self, producer_id: int, first_offset: int, last_offset: int, last_stable_offset: int,
+                 version: int = ABORTED_TXN_VERSION) -> None:
+        self.producer_id = producer_id
+        self.first_offset = first_offset
+        self.last_offset = last_offset
+        self.last_stable_offset = last_stable_offset
+        self.version = version
 
     def encode(self) -> bytes:
         return _ENTRY.pack(self.version, self.producer_id, self.first_offset, self.last_offset,

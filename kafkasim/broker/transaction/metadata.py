@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import enum
 from dataclasses import dataclass, field
+from typing import Final
 
 from kafkasim.protocol import errors as E
 
@@ -74,10 +75,15 @@ class IllegalTransactionStateError(Exception):
     """A transition Kafka treats as fatal (IllegalStateException): a bug, never a client error."""
 
 
-@dataclass(frozen=True, order=True)
+@dataclass(unsafe_hash=True, order=True)
 class TopicPartition:
-    topic: str
-    partition: int
+    topic: Final[str]
+    partition: Final[int]
+
+    # Written out so that mypyc compiles it: a dataclass-made __init__ runs interpreted.
+    def __init__(self, topic: str, partition: int) -> None:
+        self.topic = topic
+        self.partition = partition
 
 
 def is_epoch_exhausted(producer_epoch: int) -> bool:

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Final
 
 from kafkasim.broker.transaction.metadata import TransactionMetadata, TransactionState, TxnTransitMetadata
 from kafkasim.broker.transaction.transaction_log import (
@@ -50,10 +50,15 @@ class TxnMetadataCacheEntry:
     metadata_per_transactional_id: dict[str, TransactionMetadata] = field(default_factory=dict)
 
 
-@dataclass(frozen=True)
+@dataclass(unsafe_hash=True)
 class CoordinatorEpochAndTxnMetadata:
-    coordinator_epoch: int
-    transaction_metadata: TransactionMetadata
+    coordinator_epoch: Final[int]
+    transaction_metadata: Final[TransactionMetadata]
+
+    # Written out so that mypyc compiles it: a dataclass-made __init__ runs interpreted.
+    def __init__(self, coordinator_epoch: int, transaction_metadata: TransactionMetadata) -> None:
+        self.coordinator_epoch = coordinator_epoch
+        self.transaction_metadata = transaction_metadata
 
 
 @dataclass(frozen=True)
