@@ -160,3 +160,41 @@ def test_a_compiled_run_leaves_no_handled_exception_and_no_world_behind(tmp_path
                           text=True, timeout=600, env={**os.environ, "KAFKASIM_NATIVE": "1", "PYTHONPATH": str(ROOT)})
     result = json.loads(proc.stdout.strip().splitlines()[-1])
     assert result == {"native": True, "after": ["None", "None", "None"], "worlds": [0, 0, 0]}
+
+
+# The dataclasses a simulated run constructs most (per leader-failover run: FetchResult 21k,
+# ConsumedRecord 12k, _Wanted and FetchSpec 10k, ... ; per txn-pipeline run: ProducerStateEntry 5k,
+# CoordinatorEpochAndTxnMetadata 3k). A dataclass-made __init__ is Python exec'd at import, which
+# runs interpreted even in the native build; a written-out one is compiled (about 12x cheaper for
+# a frozen class). Removing one of them slows every run without failing anything else.
+HOT_DATACLASSES = [
+    "kafkasim.broker.replica_manager:FetchResult", "kafkasim.broker.replica_manager:FetchSpec",
+    "kafkasim.broker.replica_manager:PartitionAppendResult", "kafkasim.broker.fetch_api:_Wanted",
+    "kafkasim.broker.fetch_session:PartitionRequest", "kafkasim.broker.partition:ValidatedRecords",
+    "kafkasim.client.consumer:ConsumedRecord", "kafkasim.client.consumer:_FetchInFlight",
+    "kafkasim.client.producer:RecordMetadata", "kafkasim.client.producer:_Pending",
+    "kafkasim.records.batch:Record", "kafkasim.records.control:EndTxnMarker",
+    "kafkasim.storage.segment:BatchInfo", "kafkasim.storage.file_records:FileRegion",
+    "kafkasim.storage.append_info:AppendInfo", "kafkasim.storage.txn_index:AbortedTxn",
+    "kafkasim.storage.producer_state:ProducerStateEntry", "kafkasim.storage.producer_state:BatchMetadata",
+    "kafkasim.storage.producer_state:TxnMetadata", "kafkasim.storage.producer_state:CompletedTxn",
+    "kafkasim.broker.transaction.metadata:TopicPartition",
+    "kafkasim.broker.transaction.state_manager:CoordinatorEpochAndTxnMetadata",
+]
+
+
+@pytest.mark.parametrize("spec", HOT_DATACLASSES)
+def test_a_hot_dataclass_has_a_written_out_init(spec: str) -> None:
+    import dataclasses
+    import importlib
+
+    module, name = spec.split(":")
+    cls = getattr(importlib.import_module(module), name)
+    assert dataclasses.is_dataclass(cls)
+    init = cls.__dict__["__init__"]
+    code = getattr(init, "__code__", None)  # None: a compiled method (the native build)
+    assert code is None or code.co_filename != "<string>", f"{spec}: its __init__ is the dataclass-made one"
+    frozen_before = name in {"ConsumedRecord", "Record", "EndTxnMarker", "BatchInfo", "FileRegion", "AbortedTxn",
+                             "BatchMetadata", "CompletedTxn", "TopicPartition", "CoordinatorEpochAndTxnMetadata"}
+    if frozen_before:  # still hashable by value, as the frozen dataclass was
+        assert cls.__hash__ is not None and cls.__dataclass_params__.unsafe_hash
