@@ -1,6 +1,6 @@
 """The native build: the simulator's hot modules compiled by mypyc, used when present and fresh.
 
-`python real/build_native.py` compiles the modules listed in `native/modules.txt` with mypyc (the
+`python real/build_native.py` compiles the modules its COMPILED list names with mypyc (the
 same source, type-checked, turned into C: no second implementation) into `build/native/`, and
 writes `build/native/manifest.json` with the SHA-256 of every compiled source. On the first
 import of a listed module this finder decides, once per process, whether the process runs native:
