@@ -38,8 +38,11 @@ ROOT = Path(__file__).resolve().parent.parent
 OUT = Path(os.environ.get("KAFKASIM_NATIVE_DIR") or ROOT / "build" / "native")
 COMPILED = ["kafkasim/runtime/sim", "kafkasim/records", "kafkasim/storage", "kafkasim/client",
             "kafkasim/cluster", "kafkasim/broker",
-            # The god's-eye watchers run on every trace event (the invariants on every produce).
-            "kafkasim/harness/invariants.py", "kafkasim/harness/godseye.py"]
+            # The god's-eye watchers run on every trace event (the invariants on every produce);
+            # the workload's producer and consumer step once or twice per record; every network
+            # delivery draws from a seeded rng.
+            "kafkasim/harness/invariants.py", "kafkasim/harness/godseye.py", "kafkasim/harness/workload.py",
+            "kafkasim/runtime/rng.py"]
 LEFT_PURE = {"kafkasim/broker/config.py", "kafkasim/broker/request_context.py",
              "kafkasim/broker/api_registry.py", "kafkasim/client/channel_security.py",
              "kafkasim/runtime/sim/world.py"}
