@@ -65,15 +65,16 @@ FT = FetchResponse.FetchableTopicResponse
 PD = FT.PartitionData
 
 
-@dataclass
+@dataclass(init=False)
 class _Wanted:
     """One partition to answer: its name (None for an unknown topic id) and what to answer."""
 
     tp: TopicIdPartition
     req: PartitionRequest
-    error: int = E.NONE
+    error: int
 
-    # Written out so that mypyc compiles it: a dataclass-made __init__ runs interpreted.
+    # Written out (init=False; its defaults are the only ones) so that mypyc compiles it: a
+    # dataclass-made __init__ runs interpreted.
     def __init__(self, tp: TopicIdPartition, req: PartitionRequest, error: int = E.NONE) -> None:
         self.tp = tp
         self.req = req

@@ -65,7 +65,7 @@ def key_of(tp: TopicIdPartition) -> tuple[Any, ...]:
     return ("id", topic_id, index) if topic_id != ZERO_UUID else ("name", name, index)
 
 
-@dataclass
+@dataclass(init=False)
 class PartitionRequest:
     """FetchRequest.PartitionData: what is asked of one partition."""
 
@@ -75,7 +75,8 @@ class PartitionRequest:
     current_leader_epoch: int
     last_fetched_epoch: int
 
-    # Written out so that mypyc compiles it: a dataclass-made __init__ runs interpreted.
+    # Written out (init=False; its defaults are the only ones) so that mypyc compiles it: a
+    # dataclass-made __init__ runs interpreted.
     def __init__(self, fetch_offset: int, log_start_offset: int, max_bytes: int, current_leader_epoch: int,
                  last_fetched_epoch: int) -> None:
         self.fetch_offset = fetch_offset

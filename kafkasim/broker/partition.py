@@ -59,12 +59,13 @@ class AppendError(Exception):
         self.error_code = error_code
 
 
-@dataclass
+@dataclass(init=False)
 class ValidatedRecords:
     buf: bytearray
     headers: list[tuple[int, BatchHeader]]
 
-    # Written out so that mypyc compiles it: a dataclass-made __init__ runs interpreted.
+    # Written out (init=False; its defaults are the only ones) so that mypyc compiles it: a
+    # dataclass-made __init__ runs interpreted.
     def __init__(self, buf: bytearray, headers: list[tuple[int, BatchHeader]]) -> None:
         self.buf = buf
         self.headers = headers

@@ -67,15 +67,16 @@ NO_EPOCH = -1
 
 
 
-@dataclass
+@dataclass(init=False)
 class PartitionAppendResult:
     error_code: int
-    base_offset: int = -1
-    log_start_offset: int = -1
-    error_message: str | None = None
-    info: AppendInfo | None = None
+    base_offset: int
+    log_start_offset: int
+    error_message: str | None
+    info: AppendInfo | None
 
-    # Written out so that mypyc compiles it: a dataclass-made __init__ runs interpreted.
+    # Written out (init=False; its defaults are the only ones) so that mypyc compiles it: a
+    # dataclass-made __init__ runs interpreted.
     def __init__(self, error_code: int, base_offset: int = -1, log_start_offset: int = -1,
                  error_message: str | None = None, info: AppendInfo | None = None) -> None:
         self.error_code = error_code
@@ -85,18 +86,19 @@ class PartitionAppendResult:
         self.info = info
 
 
-@dataclass
+@dataclass(init=False)
 class FetchSpec:
     topic: str
     partition: int
     fetch_offset: int
     max_bytes: int
-    current_leader_epoch: int = -1
-    log_start_offset: int = -1     # a follower's
-    last_fetched_epoch: int = -1   # fetch v12+: checked against the log for divergence
-    min_one_message: bool = True   # fetch v0-v2: False (Kafka's hardMaxBytesLimit)
+    current_leader_epoch: int
+    log_start_offset: int     # a follower's
+    last_fetched_epoch: int   # fetch v12+: checked against the log for divergence
+    min_one_message: bool   # fetch v0-v2: False (Kafka's hardMaxBytesLimit)
 
-    # Written out so that mypyc compiles it: a dataclass-made __init__ runs interpreted.
+    # Written out (init=False; its defaults are the only ones) so that mypyc compiles it: a
+    # dataclass-made __init__ runs interpreted.
     def __init__(self, topic: str, partition: int, fetch_offset: int, max_bytes: int,
                  current_leader_epoch: int = -1, log_start_offset: int = -1, last_fetched_epoch: int = -1,
                  min_one_message: bool = True) -> None:
@@ -110,19 +112,20 @@ class FetchSpec:
         self.min_one_message = min_one_message
 
 
-@dataclass
+@dataclass(init=False)
 class FetchResult:
     error_code: int
-    high_watermark: int = -1
-    log_start_offset: int = -1
-    records: Any = b""   # bytes, or FileRecords (regions of segment files)
-    last_stable_offset: int = -1  # -1 with an error (FetchResponse.INVALID_LAST_STABLE_OFFSET)
+    high_watermark: int
+    log_start_offset: int
+    records: Any   # bytes, or FileRecords (regions of segment files)
+    last_stable_offset: int  # -1 with an error (FetchResponse.INVALID_LAST_STABLE_OFFSET)
     # READ_COMMITTED consumers only (None otherwise: the response's null): the aborted
     # transactions overlapping the records returned.
-    aborted_transactions: list[AbortedTxn] | None = None
-    diverging_epoch: tuple[int, int] | None = None   # (epoch, end offset) when the fetcher diverged
+    aborted_transactions: list[AbortedTxn] | None
+    diverging_epoch: tuple[int, int] | None   # (epoch, end offset) when the fetcher diverged
 
-    # Written out so that mypyc compiles it: a dataclass-made __init__ runs interpreted.
+    # Written out (init=False; its defaults are the only ones) so that mypyc compiles it: a
+    # dataclass-made __init__ runs interpreted.
     def __init__(self, error_code: int, high_watermark: int = -1, log_start_offset: int = -1,
                  records: Any = b"", last_stable_offset: int = -1,
                  aborted_transactions: list[AbortedTxn] | None = None,

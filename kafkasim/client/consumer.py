@@ -30,7 +30,7 @@ EARLIEST, LATEST = -2, -1
 TP = tuple[str, int]
 
 
-@dataclass(unsafe_hash=True)
+@dataclass(init=False, unsafe_hash=True)
 class ConsumedRecord:
     topic: Final[str]
     partition: Final[int]
@@ -39,7 +39,8 @@ class ConsumedRecord:
     key: Final[bytes | None]
     value: Final[bytes | None]
 
-    # Written out so that mypyc compiles it: a dataclass-made __init__ runs interpreted.
+    # Written out (init=False; its defaults are the only ones) so that mypyc compiles it: a
+    # dataclass-made __init__ runs interpreted.
     def __init__(self, topic: str, partition: int, offset: int, timestamp_ms: int, key: bytes | None,
                  value: bytes | None) -> None:
         self.topic = topic
@@ -61,17 +62,18 @@ class ConsumerConfig:
     isolation_level: int = 0           # isolation.level (0 read_uncommitted)
 
 
-@dataclass
+@dataclass(init=False)
 class _FetchInFlight:
     """One Fetch to one leader: the offsets it asked for, then its answer or failure."""
     leader: int
     offsets: dict[TP, int]
-    task: Task | None = None
-    done: bool = False
-    response: Any = None      # the FetchResponse, when it answered
-    failed: bool = False      # unreachable, timed out, or its leader unknown
+    task: Task | None
+    done: bool
+    response: Any      # the FetchResponse, when it answered
+    failed: bool      # unreachable, timed out, or its leader unknown
 
-    # Written out so that mypyc compiles it: a dataclass-made __init__ runs interpreted.
+    # Written out (init=False; its defaults are the only ones) so that mypyc compiles it: a
+    # dataclass-made __init__ runs interpreted.
     def __init__(self, leader: int, offsets: dict[TP, int], task: Task | None = None, done: bool = False,
                  response: Any = None, failed: bool = False) -> None:
         self.leader = leader

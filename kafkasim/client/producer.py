@@ -82,14 +82,15 @@ class ProducerFatalError(Exception):
     pass
 
 
-@dataclass
+@dataclass(init=False)
 class RecordMetadata:
     topic: str
     partition: int
     offset: int
-    error_code: int = E.NONE
+    error_code: int
 
-    # Written out so that mypyc compiles it: a dataclass-made __init__ runs interpreted.
+    # Written out (init=False; its defaults are the only ones) so that mypyc compiles it: a
+    # dataclass-made __init__ runs interpreted.
     def __init__(self, topic: str, partition: int, offset: int, error_code: int = E.NONE) -> None:
         self.topic = topic
         self.partition = partition
@@ -97,13 +98,14 @@ class RecordMetadata:
         self.error_code = error_code
 
 
-@dataclass
+@dataclass(init=False)
 class _Pending:
     record: Record
     future: Future[Any]
     size: int
 
-    # Written out so that mypyc compiles it: a dataclass-made __init__ runs interpreted.
+    # Written out (init=False; its defaults are the only ones) so that mypyc compiles it: a
+    # dataclass-made __init__ runs interpreted.
     def __init__(self, record: Record, future: Future[Any], size: int) -> None:
         self.record = record
         self.future = future

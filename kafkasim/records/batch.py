@@ -450,17 +450,18 @@ def set_max_timestamp(
 # --------------------------------------------------------------------------- records
 
 
-@dataclass(unsafe_hash=True, slots=True)
+@dataclass(init=False, unsafe_hash=True, slots=True)
 class Record:
     """A record to build. ``offset_delta`` None means "its index in the batch"."""
 
     timestamp_ms: Final[int]
     key: Final[bytes | None]
     value: Final[bytes | None]
-    headers: Final[Sequence[tuple[str, bytes | None]]]  # defaults: __init__'s
+    headers: Final[Sequence[tuple[str, bytes | None]]]
     offset_delta: Final[int | None]
 
-    # Written out so that mypyc compiles it: a dataclass-made __init__ runs interpreted.
+    # Written out (init=False; its defaults are the only ones) so that mypyc compiles it: a
+    # dataclass-made __init__ runs interpreted.
     def __init__(self, timestamp_ms: int, key: bytes | None, value: bytes | None,
                  headers: Sequence[tuple[str, bytes | None]] = (), offset_delta: int | None = None) -> None:
         self.timestamp_ms = timestamp_ms

@@ -43,7 +43,7 @@ from kafkasim.records.errors import CorruptReason, CorruptRecordError
 __all__ = ["EndTxnMarker", "end_txn_marker_batch", "parse_end_txn_marker_batch", "parse_end_txn_marker_record"]
 
 
-@dataclass(unsafe_hash=True)
+@dataclass(init=False, unsafe_hash=True)
 class EndTxnMarker:
     """One transaction marker as read back from a control batch."""
 
@@ -52,9 +52,10 @@ class EndTxnMarker:
     coordinator_epoch: Final[int]
     committed: Final[bool]
     timestamp_ms: Final[int]
-    base_offset: Final[int]  # default: __init__'s
+    base_offset: Final[int]
 
-    # Written out so that mypyc compiles it: a dataclass-made __init__ runs interpreted.
+    # Written out (init=False; its defaults are the only ones) so that mypyc compiles it: a
+    # dataclass-made __init__ runs interpreted.
     def __init__(self, producer_id: int, producer_epoch: int, coordinator_epoch: int, committed: bool,
                  timestamp_ms: int, base_offset: int = 0) -> None:
         self.producer_id = producer_id

@@ -15,13 +15,14 @@ from typing import Final
 from kafkasim.runtime.api import FileHandle
 
 
-@dataclass(unsafe_hash=True)
+@dataclass(init=False, unsafe_hash=True)
 class FileRegion:
     fh: Final[FileHandle]
     position: Final[int]
     size: Final[int]
 
-    # Written out so that mypyc compiles it: a dataclass-made __init__ runs interpreted.
+    # Written out (init=False; its defaults are the only ones) so that mypyc compiles it: a
+    # dataclass-made __init__ runs interpreted.
     def __init__(self, fh: FileHandle, position: int, size: int) -> None:
         self.fh = fh
         self.position = position

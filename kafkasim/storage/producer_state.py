@@ -98,7 +98,7 @@ from __future__ import annotations
 import struct
 from collections import deque
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from enum import Enum
 from typing import TYPE_CHECKING, Final
 
@@ -151,27 +151,29 @@ class AppendOrigin(Enum):
     REPLICATION = "replication"  # a follower, recovery, loading: nothing
 
 
-@dataclass
+@dataclass(init=False)
 class TxnMetadata:
     producer_id: int
     first_offset: int
-    last_offset: int | None = None  # the marker's, once completed
+    last_offset: int | None  # the marker's, once completed
 
-    # Written out so that mypyc compiles it: a dataclass-made __init__ runs interpreted.
+    # Written out (init=False; its defaults are the only ones) so that mypyc compiles it: a
+    # dataclass-made __init__ runs interpreted.
     def __init__(self, producer_id: int, first_offset: int, last_offset: int | None = None) -> None:
         self.producer_id = producer_id
         self.first_offset = first_offset
         self.last_offset = last_offset
 
 
-@dataclass(unsafe_hash=True)
+@dataclass(init=False, unsafe_hash=True)
 class CompletedTxn:
     producer_id: Final[int]
     first_offset: Final[int]
     last_offset: Final[int]  # the marker's offset
     is_aborted: Final[bool]
 
-    # Written out so that mypyc compiles it: a dataclass-made __init__ runs interpreted.
+    # Written out (init=False; its defaults are the only ones) so that mypyc compiles it: a
+    # dataclass-made __init__ runs interpreted.
     def __init__(self, producer_id: int, first_offset: int, last_offset: int, is_aborted: bool) -> None:
         self.producer_id = producer_id
         self.first_offset = first_offset
@@ -192,14 +194,15 @@ class CorruptSnapshotError(Exception):
 
 
 # ---------------------------------------------------------------- entries
-@dataclass(unsafe_hash=True)
+@dataclass(init=False, unsafe_hash=True)
 class BatchMetadata:
     last_seq: Final[int]
     last_offset: Final[int]
     offset_delta: Final[int]
     timestamp: Final[int]
 
-    # Written out so that mypyc compiles it: a dataclass-made __init__ runs interpreted.
+    # Written out (init=False; its defaults are the only ones) so that mypyc compiles it: a
+    # dataclass-made __init__ runs interpreted.
     def __init__(self, last_seq: int, last_offset: int, offset_delta: int, timestamp: int) -> None:
         self.last_seq = last_seq
         self.last_offset = last_offset
@@ -215,16 +218,17 @@ class BatchMetadata:
         return self.last_offset - self.offset_delta
 
 
-@dataclass
+@dataclass(init=False)
 class ProducerStateEntry:
     producer_id: int
-    producer_epoch: int = NO_PRODUCER_EPOCH
-    coordinator_epoch: int = -1
-    last_timestamp: int = -1
-    current_txn_first_offset: int = -1
-    batches: deque[BatchMetadata] = field(default_factory=lambda: deque(maxlen=NUM_BATCHES_TO_RETAIN))
+    producer_epoch: int
+    coordinator_epoch: int
+    last_timestamp: int
+    current_txn_first_offset: int
+    batches: deque[BatchMetadata]
 
-    # Written out so that mypyc compiles it: a dataclass-made __init__ runs interpreted.
+    # Written out (init=False; its defaults are the only ones) so that mypyc compiles it: a
+    # dataclass-made __init__ runs interpreted.
     def __init__(self, producer_id: int, producer_epoch: int = NO_PRODUCER_EPOCH, coordinator_epoch: int = -1,
                  last_timestamp: int = -1, current_txn_first_offset: int = -1,
                  batches: deque[BatchMetadata] | None = None) -> None:

@@ -65,7 +65,7 @@ def offset_from_file_name(name: str) -> int:
     return int(name.split(".", 1)[0])
 
 
-@dataclass(unsafe_hash=True, slots=True)
+@dataclass(init=False, unsafe_hash=True, slots=True)
 class BatchInfo:
     """A batch's place in a segment and the header fields the log needs."""
 
@@ -76,7 +76,8 @@ class BatchInfo:
     max_timestamp: Final[int]
     partition_leader_epoch: Final[int]
 
-    # Written out so that mypyc compiles it: a dataclass-made __init__ runs interpreted.
+    # Written out (init=False; its defaults are the only ones) so that mypyc compiles it: a
+    # dataclass-made __init__ runs interpreted.
     def __init__(self, position: int, base_offset: int, size: int, last_offset: int, max_timestamp: int,
                  partition_leader_epoch: int) -> None:
         self.position = position

@@ -43,15 +43,16 @@ class TxnIndexError(Exception):
     """An append that does not move the index forward, or an entry of an unknown version."""
 
 
-@dataclass(unsafe_hash=True)
+@dataclass(init=False, unsafe_hash=True)
 class AbortedTxn:
     producer_id: Final[int]
     first_offset: Final[int]
     last_offset: Final[int]
     last_stable_offset: Final[int]
-    version: Final[int]  # default: __init__'s
+    version: Final[int]
 
-    # Written out so that mypyc compiles it: a dataclass-made __init__ runs interpreted.
+    # Written out (init=False; its defaults are the only ones) so that mypyc compiles it: a
+    # dataclass-made __init__ runs interpreted.
     def __init__(self, producer_id: int, first_offset: int, last_offset: int, last_stable_offset: int,
                  version: int = ABORTED_TXN_VERSION) -> None:
         self.producer_id = producer_id

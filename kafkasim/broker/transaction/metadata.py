@@ -75,12 +75,13 @@ class IllegalTransactionStateError(Exception):
     """A transition Kafka treats as fatal (IllegalStateException): a bug, never a client error."""
 
 
-@dataclass(unsafe_hash=True, order=True)
+@dataclass(init=False, unsafe_hash=True, order=True)
 class TopicPartition:
     topic: Final[str]
     partition: Final[int]
 
-    # Written out so that mypyc compiles it: a dataclass-made __init__ runs interpreted.
+    # Written out (init=False; its defaults are the only ones) so that mypyc compiles it: a
+    # dataclass-made __init__ runs interpreted.
     def __init__(self, topic: str, partition: int) -> None:
         self.topic = topic
         self.partition = partition

@@ -50,12 +50,13 @@ class TxnMetadataCacheEntry:
     metadata_per_transactional_id: dict[str, TransactionMetadata] = field(default_factory=dict)
 
 
-@dataclass(unsafe_hash=True)
+@dataclass(init=False, unsafe_hash=True)
 class CoordinatorEpochAndTxnMetadata:
     coordinator_epoch: Final[int]
     transaction_metadata: Final[TransactionMetadata]
 
-    # Written out so that mypyc compiles it: a dataclass-made __init__ runs interpreted.
+    # Written out (init=False; its defaults are the only ones) so that mypyc compiles it: a
+    # dataclass-made __init__ runs interpreted.
     def __init__(self, coordinator_epoch: int, transaction_metadata: TransactionMetadata) -> None:
         self.coordinator_epoch = coordinator_epoch
         self.transaction_metadata = transaction_metadata
