@@ -17,7 +17,14 @@ briefly in the ISR without the data it had acknowledged).
                                (seed 210: a stale ISR member with the old tail and high watermark
                                may lead next); the same for one that became a follower of such a
                                leader (seed 1607: its log becomes the leader's); leaving the ISR
-                               of such a leader ends neither (seed 3307). A deposed
+                               of such a leader ends neither (seed 3307). A leader "that lost
+                               power" includes one that inherited a loss this way and has not
+                               caught up since: its log is as short (seed 5528: broker-0, back
+                               from a power loss, caught up to broker-1, which had truncated to
+                               broker-0's own short log). No exemption covers a high watermark
+                               above every log end seen on the partition before the latest power
+                               loss: what a loss took lies below that, so a high watermark above
+                               it counted the follower for records written since. A deposed
                                leader is not judged: when the leader of a newer epoch is down,
                                one that missed its election (its ZooKeeper session expired) still
                                believes it leads with its old ISR, as Kafka allows.
@@ -71,6 +78,10 @@ class InvariantMonitor:
         # ... and when it last caught up to the high watermark of a leader that had not lost power
         # (a power-lost leader's high watermark is the short one), or left the ISR.
         self._inherited_cleared: dict[tuple[str, TopicPartition], float] = {}
+        # partition -> the highest log end offset seen on any live replica; and its value at the
+        # latest power loss, which bounds every power-loss exemption (a lost record lies below it).
+        self._seen_leo: dict[TopicPartition, int] = {}
+        self._loss_cap: dict[TopicPartition, int] = {}
         self._last_stamp = -1.0
         self._handlers: dict[str, Callable[[str, dict[str, Any]], None]] = {
             "produce": self._on_produce, "become_leader": self._on_become_leader,
@@ -124,6 +135,7 @@ class InvariantMonitor:
     def _on_crash(self, node: str, f: dict[str, Any]) -> None:
         if f.get("mode") == "power":
             self._power_lost.add(node)
+            self._loss_cap = dict(self._seen_leo)
 
     def _on_truncated(self, node: str, f: dict[str, Any]) -> None:
         """A follower cut back to a leader whose log came back shorter from a power loss (it
@@ -131,7 +143,7 @@ class InvariantMonitor:
         Kafka's truncation follows the leader, so the follower is as far below the high watermark
         (which another ISR replica, untouched, may still hold) as the leader is."""
         tp, leader = (f["topic"], f["partition"]), broker_node_name(f["leader"])
-        if self._lost_power_on(leader, tp):
+        if self._lossy(leader, tp):
             self._inherited_loss[(node, tp)] = self._stamp()
 
     def _on_restart(self, node: str, f: dict[str, Any]) -> None:
@@ -153,11 +165,15 @@ class InvariantMonitor:
             self.check_partition(tp)
 
     def check_partition(self, tp: TopicPartition) -> None:
-        leaders = []
+        leaders, seen = [], self._seen_leo.get(tp, -1)
         for name, rm in self.cluster.live_replica_managers():
             p = rm.partitions.get(tp)
-            if p is not None and p.is_leader and not p.offline:
+            if p is None or p.offline:
+                continue
+            seen = max(seen, p.log.log_end_offset)
+            if p.is_leader:
                 leaders.append((p.leader_epoch, name, p))
+        self._seen_leo[tp] = seen
         if not leaders:
             return
         leaders.sort(key=lambda e: (-e[0], e[1]))
@@ -193,19 +209,17 @@ class InvariantMonitor:
             if leo >= hw:
                 # A power-lost leader's high watermark is its short one: catching up to it ends no
                 # exemption (seed 252: it may be below the pre-loss one a stale ISR member leads with).
-                if not self._lost_power_on(name, tp):
+                if not self._lossy(name, tp):
                     if self._leader_knows(p, broker_id, leo):
                         self._cleared[(follower, tp)] = now
                     self._inherited_cleared[(follower, tp)] = now
-            elif self._suspect_since.get(follower, -1.0) > self._cleared.get((follower, tp), -1.0):
-                continue  # lost its page cache to a power loss and has not caught up yet: Kafka allows it
-            elif self._inherited_loss.get((follower, tp), -1.0) > self._inherited_cleared.get((follower, tp), -1.0):
-                continue  # truncated to a leader that lost it, and not caught up since: Kafka allows it
+            elif hw <= self._loss_cap.get(tp, -1) and self._lossy(follower, tp):
+                continue  # its log is short from a power loss, its own or its leader's: Kafka allows it
             else:
                 self._violation("hw-above-isr-replica", (tp, name, p.leader_epoch, follower), node=name,
                                 topic=tp[0], partition=tp[1], leader_epoch=p.leader_epoch, high_watermark=hw,
                                 isr=list(p.maximal_isr), replica=follower, replica_log_end_offset=leo)
-        leader_lossy = self._lost_power_on(name, tp)
+        leader_lossy = self._lossy(name, tp)
         for broker_id in self._out_of_isr(p):
             if self._leader_current(p, broker_id, tp):
                 self._cleared[(broker_node_name(broker_id), tp)] = now
@@ -239,6 +253,13 @@ class InvariantMonitor:
     def _lost_power_on(self, name: str, tp: TopicPartition) -> bool:
         """`name` restarted after a power loss and has not caught up on tp since (as a follower)."""
         return self._suspect_since.get(name, -1.0) > self._cleared.get((name, tp), -1.0)
+
+    def _lossy(self, name: str, tp: TopicPartition) -> bool:
+        """`name`'s log of tp may be short from a power loss: its own (not caught up since), or one
+        it inherited by truncating to, or following, a lossy leader (not cleared since). Either
+        way catching up to it proves nothing about the records above it (seeds 252, 5528)."""
+        return self._lost_power_on(name, tp) or (
+            self._inherited_loss.get((name, tp), -1.0) > self._inherited_cleared.get((name, tp), -1.0))
 
     @staticmethod
     def _out_of_isr(p: Any) -> list[int]:

@@ -93,7 +93,9 @@ def _monitor(**parts: FakePartition) -> tuple[InvariantMonitor, FakeWorld, dict[
 
 
 def _power_loss(m: InvariantMonitor, world: FakeWorld, node: str, back_at: float = 5.0) -> None:
-    """`node` loses power now and is back at `back_at`, as the monitor sees it."""
+    """`node` loses power now and is back at `back_at`, as the monitor sees it (having checked the
+    partition just before, as it does between any two simulation steps)."""
+    m.check_partition(TP)
     m.on_event(node, "node_crash", {"mode": "power"})
     world.t = back_at
     m.on_event(node, "node_restart", {})
@@ -256,6 +258,7 @@ def test_leaving_the_isr_of_a_power_lost_leader_ends_no_inherited_exemption() ->
         m, world, p = _monitor(broker_0=FakePartition(4, False, leo=8),
                                broker_1=FakePartition(4, True, high_watermark=8, leo=8, maximal_isr=[1, 2]),
                                broker_2=FakePartition(4, False, leo=10))
+        m.check_partition(TP)                                     # as between any two steps
         m.on_event("broker-2", "node_crash", {"mode": "power"})   # the other broker, so the
         m.on_event("broker-2", "node_restart", {})                # world has had a power loss
         world.t = 6.0
@@ -287,6 +290,7 @@ def test_catching_up_to_a_power_lost_leader_ends_no_exemption() -> None:
     m, world, p = _monitor(broker_0=FakePartition(14, False, leo=5),
                            broker_1=FakePartition(14, False, high_watermark=10, leo=10),
                            broker_2=FakePartition(14, True, high_watermark=0, leo=8))
+    m.check_partition(TP)  # as between any two steps: the logs before the losses
     for name in ("broker-0", "broker-2"):
         m.on_event(name, "node_crash", {"mode": "power"})
     world.t = 5.0
@@ -307,6 +311,63 @@ def test_catching_up_to_a_power_lost_leader_ends_no_exemption() -> None:
     p["broker-0"].leo, world.t = 9, 9.0         # ... so falling behind again is a violation
     m.check_partition(TP)
     assert _count(m, "hw-above-isr-replica") == 1
+
+
+def _seed_5528(m: InvariantMonitor, world: FakeWorld, p: dict[str, FakePartition], inherit: bool) -> None:
+    """broker-0 led events-0 in epoch 2 (high watermark 101, log end 102) and lost power, back
+    empty; broker-1 truncated to it (when `inherit`) and led epoch 4 from 0; broker-0 followed
+    broker-1 and rejoined its ISR, caught up to its high watermark 0; broker-2, cut off and paused
+    through epochs 4-5, kept 0-101 and its high watermark 101 and was elected when broker-1 failed."""
+    _power_loss(m, world, "broker-0")
+    p["broker-0"].leo = p["broker-0"].high_watermark = 0
+    world.t = 6.0
+    if inherit:
+        m.on_event("broker-1", "follower_truncated", {"topic": TP[0], "partition": TP[1], "leader": 0})
+    p["broker-1"].leo = 0
+    world.t = 7.0
+    p["broker-0"].is_leader, p["broker-0"].leader_epoch = False, 4
+    p["broker-1"].is_leader, p["broker-1"].leader_epoch, p["broker-1"].maximal_isr = True, 4, [2, 1]
+    m.on_event("broker-1", "become_leader", {"topic": TP[0], "partition": TP[1], "leader_epoch": 4})
+    world.t = 8.0
+    p["broker-1"].maximal_isr = [2, 1, 0]
+    m.on_event("broker-0", "become_follower", {"topic": TP[0], "partition": TP[1], "leader": 1, "leader_epoch": 4})
+    world.t, world.nodes["broker-1"].alive = 9.0, False
+    p["broker-2"].is_leader, p["broker-2"].leader_epoch, p["broker-2"].maximal_isr = True, 6, [2, 0]
+    p["broker-0"].leader_epoch = 6
+    m.on_event("broker-2", "become_leader", {"topic": TP[0], "partition": TP[1], "leader_epoch": 6})
+
+
+def test_catching_up_to_a_leader_that_inherited_a_loss_ends_no_exemption() -> None:
+    """power-loss-default-flush-swarm seed 5528: broker-0's catch-up to broker-1, whose log was its
+    own short one by truncation, proved nothing about 0-101, which broker-2 kept; Kafka elects
+    broker-2 with broker-0 at 0 in its ISR. Had broker-1's log been its own, catching up to it
+    would have ended broker-0's exemption."""
+    for inherit, expected in ((True, 0), (False, 1)):
+        m, world, p = _monitor(broker_0=FakePartition(2, True, high_watermark=101, leo=102, maximal_isr=[0, 2]),
+                               broker_1=FakePartition(2, False, leo=59),
+                               broker_2=FakePartition(2, False, high_watermark=101, leo=102))
+        _seed_5528(m, world, p, inherit)
+        assert _count(m, "hw-above-isr-replica") == expected, inherit
+
+
+def test_no_exemption_covers_a_high_watermark_above_every_log_end_before_the_loss() -> None:
+    """A power loss takes records below the log ends it found (at most 12 here); a high watermark
+    above those counted the follower for records written since, so its being short is a violation
+    whatever it lost."""
+    m, world, p = _monitor(broker_0=FakePartition(3, True, high_watermark=10, leo=12),
+                           broker_1=FakePartition(3, False, leo=12), broker_2=FakePartition(3, False, leo=12))
+    _power_loss(m, world, "broker-2")
+    p["broker-2"].leo = 4
+    p["broker-0"].high_watermark = p["broker-0"].leo = 12   # the most a stale record of it allows
+    m.check_partition(TP)
+    assert _count(m, "hw-above-isr-replica") == 0
+    p["broker-0"].leo = p["broker-1"].leo = 16
+    world.t = 6.0
+    m.check_partition(TP)                                      # appended since: the bound stays 12
+    p["broker-0"].high_watermark, world.t = 13, 7.0
+    m.check_partition(TP)
+    [a] = next(r for r in m.results() if r.name == "hw-above-isr-replica").anomalies
+    assert a.detail["replica"] == "broker-2" and a.detail["high_watermark"] == 13
 
 
 def test_a_leader_seen_but_never_traced_deposes_the_older_one() -> None:
