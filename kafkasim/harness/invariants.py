@@ -72,11 +72,12 @@ class InvariantMonitor:
         self._power_lost: set[str] = set()
         self._suspect_since: dict[str, float] = {}              # node -> restart after a power loss
         self._cleared: dict[tuple[str, TopicPartition], float] = {}
-        # (follower, partition) -> when it truncated to, or began to follow, a leader that had lost
-        # power since it last caught up: the follower's log is now as short as the leader's lost one.
+        # (follower, partition) -> when it truncated to, or began to follow, a lossy leader (_lossy:
+        # it lost power, or inherited a loss, since it last caught up): the follower's log is now as
+        # short as the leader's.
         self._inherited_loss: dict[tuple[str, TopicPartition], float] = {}
-        # ... and when it last caught up to the high watermark of a leader that had not lost power
-        # (a power-lost leader's high watermark is the short one), or left the ISR.
+        # ... and when it last caught up to the high watermark of a leader that is not lossy (a
+        # lossy leader's high watermark is the short one), or left such a leader's ISR.
         self._inherited_cleared: dict[tuple[str, TopicPartition], float] = {}
         # partition -> the highest log end offset seen on any live replica; and its value at the
         # latest power loss, which bounds every power-loss exemption (a lost record lies below it).
@@ -138,8 +139,8 @@ class InvariantMonitor:
             self._loss_cap = dict(self._seen_leo)
 
     def _on_truncated(self, node: str, f: dict[str, Any]) -> None:
-        """A follower cut back to a leader whose log came back shorter from a power loss (it
-        restarted after one and has not caught up on this partition since) inherits the loss:
+        """A follower cut back to a leader whose log is short from a power loss (`_lossy`: its own,
+        or one it inherited itself; seed 5528) inherits the loss:
         Kafka's truncation follows the leader, so the follower is as far below the high watermark
         (which another ISR replica, untouched, may still hold) as the leader is."""
         tp, leader = (f["topic"], f["partition"]), broker_node_name(f["leader"])
@@ -199,7 +200,7 @@ class InvariantMonitor:
         self._hw[key] = max(hw, last)
 
     def _check_isr_has_hw(self, name: str, tp: TopicPartition, p: Any) -> None:
-        hw, now = p.high_watermark, self._stamp()
+        hw, now, leader_lossy = p.high_watermark, self._stamp(), self._lossy(name, tp)
         for broker_id in p.maximal_isr:
             follower = broker_node_name(broker_id)
             replica = self._replica(follower, tp)
@@ -207,9 +208,9 @@ class InvariantMonitor:
                 continue  # not a live follower of this leader (or it already follows a newer one)
             leo = replica.log.log_end_offset
             if leo >= hw:
-                # A power-lost leader's high watermark is its short one: catching up to it ends no
+                # A lossy leader's high watermark is its short one: catching up to it ends no
                 # exemption (seed 252: it may be below the pre-loss one a stale ISR member leads with).
-                if not self._lossy(name, tp):
+                if not leader_lossy:
                     if self._leader_knows(p, broker_id, leo):
                         self._cleared[(follower, tp)] = now
                     self._inherited_cleared[(follower, tp)] = now
@@ -219,12 +220,11 @@ class InvariantMonitor:
                 self._violation("hw-above-isr-replica", (tp, name, p.leader_epoch, follower), node=name,
                                 topic=tp[0], partition=tp[1], leader_epoch=p.leader_epoch, high_watermark=hw,
                                 isr=list(p.maximal_isr), replica=follower, replica_log_end_offset=leo)
-        leader_lossy = self._lossy(name, tp)
         for broker_id in self._out_of_isr(p):
             if self._leader_current(p, broker_id, tp):
                 self._cleared[(broker_node_name(broker_id), tp)] = now
             if not leader_lossy:
-                # Out of the ISR of a power-lost leader, a follower rejoins by catching up to that
+                # Out of the ISR of a lossy leader, a follower rejoins by catching up to that
                 # leader's short log: its inherited loss goes on (seed 3307).
                 self._inherited_cleared[(broker_node_name(broker_id), tp)] = now
 
