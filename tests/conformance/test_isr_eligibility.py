@@ -5,7 +5,11 @@ of Apache Kafka 3.9.1 and three of kafkasim (`kafkasim serve` on Debian's ZooKee
 
 1. a follower is stopped (SIGSTOP) until the leader drops it from the ISR (replica.lag.time.max.ms);
 2. its registration, /brokers/ids/N, is deleted: the controller tells the others it is dead, but
-   nothing bumps the leader epoch (it is already out of the ISR), so its fetches stay valid;
+   nothing bumps the leader epoch (it is already out of the ISR), so its fetches stay valid. The
+   test waits until the leader's own Metadata answer no longer lists it: resumed before the
+   leader has heard, the follower would be proposed while still alive in the leader's cache, and
+   the controller, processing the deletion afterwards, would remove it with a new leader epoch
+   (CI saw this on a loaded machine: ISR [0, 2], leader epoch 1);
 3. it is resumed and fetches until its log is byte for byte the leader's: caught up, not alive;
 4. it is stopped again and an acks=all producer writes. An eligible caught-up follower would hold
    the high watermark at its log end until replica.lag.time.max.ms passed (Kafka's
@@ -28,7 +32,9 @@ from typing import Any
 
 import pytest
 
+from kafkasim.protocol.messages.metadata import MetadataRequest
 from tests.conformance.conftest import kafka_launcher, require_real_kafka
+from tests.conformance.wire import Connection
 
 pytestmark = pytest.mark.real
 
@@ -78,6 +84,14 @@ class Side:
             self.producer.produce(TOPIC, b"v%d" % self.sent, partition=0)
             self.sent += 1
         return int(self.producer.flush(timeout_s))
+
+    def brokers_known_to(self, broker_id: int) -> set[int]:
+        """The live brokers in broker_id's metadata cache: its Metadata answer's broker list."""
+        conn = Connection("127.0.0.1", self.cluster.brokers[broker_id].port)
+        try:
+            return {b.node_id for b in conn.send(MetadataRequest(topics=[]), 9).brokers}
+        finally:
+            conn.close()
 
     def log_bytes(self, broker_id: int) -> int:
         d = self.cluster.brokers[broker_id].dir / "data" / f"{TOPIC}-0"
@@ -131,6 +145,7 @@ def test_a_follower_not_registered_is_neither_taken_into_the_isr_nor_waited_for(
         side.until("the leader dropping the stopped follower from the ISR", lambda: f not in side.state()["isr"])
         registration, _ = side.zk.get(f"/brokers/ids/{f}")
         side.zk.delete(f"/brokers/ids/{f}")
+        side.until("the leader hearing that the follower is gone", lambda: f not in side.brokers_known_to(leader))
         side.signal(f, signal.SIGCONT)
         side.until("the resumed follower's log reaching the leader's",
                    lambda: side.log_bytes(f) == side.log_bytes(leader) > 0)
