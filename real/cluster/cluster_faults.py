@@ -59,6 +59,21 @@ def proc_state(pid: int) -> str:
         return ""
 
 
+def _wait_gone(n: Node, timeout_s: float = 30.0) -> None:
+    """Return once a SIGKILLed node is gone, so a crash is applied when its call returns. SIGKILL
+    is asynchronous: a JVM with a large heap takes a while to unmap it, visibly 'R' meanwhile
+    (seen in CI right after the call). The processes `up` started are not this process's
+    children, so only /proc says when they are gone (a zombie is: its parent reaps it)."""
+    if n.proc is not None:
+        n.proc.wait(timeout=timeout_s)
+        return
+    deadline = time.monotonic() + timeout_s
+    while proc_state(n.pid) not in ("", "Z", "X"):
+        if time.monotonic() > deadline:
+            raise FaultError(409, f"{n.name} (pid {n.pid}) still running {timeout_s} s after SIGKILL")
+        time.sleep(0.01)
+
+
 class Node:
     def __init__(self, name: str, pid: int, port: int, control_port: int = 0) -> None:
         self.name, self.pid, self.port, self.control_port = name, pid, port, control_port
@@ -270,8 +285,7 @@ class ClusterFaults:
         for n in nodes:
             if n.alive:
                 os.kill(n.pid, signal.SIGKILL)
-                if n.proc is not None:
-                    n.proc.wait(timeout=30)
+                _wait_gone(n)
         return lambda: self._restart(nodes)
 
     def _signal(self, nodes: list[Node], sig: int, undo_sig: int) -> Callable[[], None]:
