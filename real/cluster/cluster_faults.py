@@ -74,6 +74,16 @@ def _wait_gone(n: Node, timeout_s: float = 30.0) -> None:
         time.sleep(0.01)
 
 
+def _wait_stopped(n: Node, stopped: bool, timeout_s: float = 30.0) -> None:
+    """Return once a signalled node shows the state asked for ('T' or not): SIGSTOP and SIGCONT
+    are asynchronous too, and a pause is applied when its call returns."""
+    deadline = time.monotonic() + timeout_s
+    while n.alive and (proc_state(n.pid) == "T") != stopped:
+        if time.monotonic() > deadline:
+            raise FaultError(409, f"{n.name} (pid {n.pid}) not {'stopped' if stopped else 'resumed'} after {timeout_s} s")
+        time.sleep(0.01)
+
+
 class Node:
     def __init__(self, name: str, pid: int, port: int, control_port: int = 0) -> None:
         self.name, self.pid, self.port, self.control_port = name, pid, port, control_port
@@ -292,11 +302,13 @@ class ClusterFaults:
         for n in nodes:
             if n.alive:
                 os.kill(n.pid, sig)
+                _wait_stopped(n, sig == signal.SIGSTOP)
 
         def undo() -> None:
             for n in nodes:
                 if n.alive:
                     os.kill(n.pid, undo_sig)
+                    _wait_stopped(n, undo_sig == signal.SIGSTOP)
         return undo
 
     def _restart(self, nodes: list[Node]) -> None:

@@ -42,7 +42,7 @@ def test_a_client_under_a_leader_isolation(tmp_path: Path, client: str) -> None:
     # the fault acted, through the control plane, on the broker leading events-0 at that moment
     [fired] = run["faults_fired"]
     assert fired["spec"]["kind"] == "isolate" and "error" not in fired
-    assert fired["targets"][0].startswith("broker-") and 0 <= fired["latency_ms"] < 5000
+    assert fired["targets"][0].startswith("broker-") and 0 <= fired["latency_ms"] < 30_000
     trace = [json.loads(line) for line in (tmp_path / "trace.jsonl").read_text().splitlines()]
     at = next(i for i, e in enumerate(trace) if e["ev"] == "control_fault")
     after = {e["ev"] for e in trace[at:]}

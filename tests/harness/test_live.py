@@ -92,7 +92,10 @@ def test_serve_sim_runs_a_scenarios_faults_under_a_real_client(tmp_path: Path) -
         assert sum(v["bytes_in"] for v in conns.values()) > 100 * 10  # the producer's requests went through
         paused = client.add({"kind": "pause", "targets": ["controller"], "duration_ms": 500})
         assert paused["targets"][0].startswith("broker-")
-        time.sleep(1.0)
+        # The 500 ms is simulated time, paced to the wall clock only as fast as the loop keeps up.
+        deadline = time.monotonic() + 30
+        while client.active() and time.monotonic() < deadline:
+            time.sleep(0.1)
         assert client.active() == []
         proc.send_signal(signal.SIGTERM)
         rest, _ = proc.communicate(timeout=60)
@@ -111,5 +114,7 @@ def test_serve_sim_runs_a_scenarios_faults_under_a_real_client(tmp_path: Path) -
     assert run["task_errors"] == [] and run["invariant_violations"] == []
     trace = [json.loads(line) for line in (out / "trace.jsonl").read_text().splitlines()]
     fault = next(r for r in trace if r["ev"] == "fault")
-    assert 0 <= fault["wall"] - fault["t"] < 1000  # on the wall-clock timeline, never ahead of it
+    # On the wall-clock timeline: never ahead of it; behind it by the loop's lag (bounded loosely,
+    # as a machine shared with another test worker's JVMs can lag by more than a second).
+    assert 0 <= fault["wall"] - fault["t"] < 10_000
     assert any(r["ev"] == "client_connect" for r in trace)

@@ -57,9 +57,23 @@ def _established_to(port: int) -> int:
     return sum(1 for r in rows if r.split()[1].endswith(f":{port:04X}") and r.split()[3] == "01")
 
 
+def _closed_by_broker(port: int, timeout_s: float = 30.0) -> None:
+    """Wait until the broker has closed every connection its clients closed: no socket on `port`
+    left in CLOSE_WAIT (state 08). The broker gives a connection's quota back before it closes
+    the socket (SocketServer.handle_connection), so after this the count is down too."""
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        rows = Path("/proc/net/tcp").read_text().splitlines()[1:]
+        if not any(r.split()[1].endswith(f":{port:04X}") and r.split()[3] == "08" for r in rows):
+            return
+        time.sleep(0.05)
+    raise AssertionError(f"the broker on {port} still holds a connection its client closed after {timeout_s} s")
+
+
 def _settled(port: int) -> int:
     """The broker's own connections, once the start-up probe's has gone."""
-    time.sleep(0.5)
+    time.sleep(0.5)   # the controller's channel to its own broker connects soon after start-up
+    _closed_by_broker(port)
     own = _established_to(port)
     assert own <= 2, f"{own} connections before the test opened any"
     return own
@@ -144,7 +158,7 @@ def test_max_connections_per_ip_closes_the_one_over_the_limit(tmp_path: Path,
     assert _served(over) is False
     over.close()
     first.pop().close()
-    time.sleep(0.2)
+    _closed_by_broker(b.port)
     again = _connect(b.port)
     assert _served(again) is True
     for s in [*first, again]:

@@ -112,7 +112,7 @@ def test_a_killed_server_resets_the_real_connection(echo: Echo) -> None:
     echo.call(lambda: echo.world.nodes["srv"].crash("kill"))
     with pytest.raises((ConnectionResetError, ConnectionError)):
         read_frame(sock)
-    assert time.monotonic() - t0 < 3
+    assert time.monotonic() - t0 < 15  # at once, not after a timeout (loose: the machine may be shared)
     sock.close()
 
 

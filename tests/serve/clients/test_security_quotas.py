@@ -6,6 +6,7 @@ versions whose responses carry throttle_time_ms."""
 
 from __future__ import annotations
 
+import json
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -35,8 +36,8 @@ def broker_without_quotas(tmp_path: Path) -> Iterator[ServedBroker]:
         yield b
 
 
-def _set_quota(port: int, client_id: str, key: str, value: float) -> None:
-    w = Connection("127.0.0.1", port, "admin")
+def _set_quota(b: ServedBroker, client_id: str, key: str, value: float) -> None:
+    w = Connection("127.0.0.1", b.port, "admin")
     try:
         EN = Q.EntryData
         r = w.send(Q(entries=[EN(entity=[EN.EntityData(entity_type="client-id", entity_name=client_id)],
@@ -44,7 +45,22 @@ def _set_quota(port: int, client_id: str, key: str, value: float) -> None:
         assert r.entries[0].error_code == 0, r
     finally:
         w.close()
-    time.sleep(1.0)   # the broker reads it from /config/changes
+    _until_read(b, client_id)
+
+
+def _until_read(b: ServedBroker, client_id: str, timeout_s: float = 30.0) -> None:
+    """Wait until the broker has read the change from /config/changes (its trace says so). A
+    broker with client.quotas=false reads none: there, one second, as a client would wait."""
+    if "client.quotas=false" in b.proc.args:
+        time.sleep(1.0)
+        return
+    entity = json.dumps(f"clients/{client_id}")
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        if any('"quota_config_changed"' in line and entity in line for line in b.trace.read_text().splitlines()):
+            return
+        time.sleep(0.05)
+    raise AssertionError(f"the broker did not read the quota of {client_id} within {timeout_s} s")
 
 
 def _metadata_flood(port: int, requests: int) -> list[tuple[int, float]]:
@@ -62,7 +78,7 @@ def _metadata_flood(port: int, requests: int) -> list[tuple[int, float]]:
 
 
 def test_a_client_over_its_request_percentage_is_throttled(broker: ServedBroker) -> None:
-    _set_quota(broker.port, "greedy", "request_percentage", 0.01)
+    _set_quota(broker, "greedy", "request_percentage", 0.01)
     answers = _metadata_flood(broker.port, 300)
     throttled = [i for i, (t, _) in enumerate(answers) if t > 0]
     assert throttled, answers[:10]
@@ -78,7 +94,7 @@ def test_a_producer_over_its_byte_rate_is_throttled(broker: ServedBroker) -> Non
         T = CreateTopicsRequest.CreatableTopic
         w.send(CreateTopicsRequest(topics=[T(name="q", num_partitions=1, replication_factor=1, assignments=[],
                                              configs=[])], timeout_ms=10000, validate_only=False), 4)
-        _set_quota(broker.port, "writer", "producer_byte_rate", 5000)
+        _set_quota(broker, "writer", "producer_byte_rate", 5000)
         PD = ProduceRequest.TopicProduceData.PartitionProduceData
         throttles = []
         for _ in range(20):
@@ -92,5 +108,5 @@ def test_a_producer_over_its_byte_rate_is_throttled(broker: ServedBroker) -> Non
 
 
 def test_client_quotas_false_turns_them_off(broker_without_quotas: ServedBroker) -> None:
-    _set_quota(broker_without_quotas.port, "greedy", "request_percentage", 0.01)
+    _set_quota(broker_without_quotas, "greedy", "request_percentage", 0.01)
     assert all(t == 0 for t, _ in _metadata_flood(broker_without_quotas.port, 300))
