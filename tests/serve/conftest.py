@@ -113,3 +113,18 @@ def anonymous_topic_acl(topic: str, operation: str, permission: str) -> Any:
 def broker(tmp_path: Path) -> Iterator[ServedBroker]:
     with served_broker(tmp_path / "logs") as b:
         yield b
+
+
+def poll_until(consumer: Any, n: int, timeout_s: float = 90.0) -> list[Any]:
+    """What a kafka-python consumer reads until it has n records, then 2 s more for any extra.
+    A deadline, not kafka-python's consumer_timeout_ms (an idle gap, which a loaded machine's
+    first fetch, or a restarted broker's first join, can outlast); 90 s outlasts a departed
+    member's 45 s session."""
+    got: list[Any] = []
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        for records in consumer.poll(timeout_ms=500).values():
+            got += records
+        if len(got) >= n:
+            deadline = min(deadline, time.monotonic() + 2.0)
+    return got

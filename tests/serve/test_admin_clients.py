@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from tests.serve.conftest import ServedBroker
+from tests.serve.conftest import ServedBroker, poll_until
 
 pytestmark = pytest.mark.real
 
@@ -177,10 +177,10 @@ def test_kafka_python_admin_topics_partitions_configs_records_log_dirs(broker: S
         _produce(broker.bootstrap, producer_topic, 10)
         dr = a.delete_records({TopicPartition(producer_topic, 0): 4})
         assert dr == {TopicPartition(producer_topic, 0): {"partition_index": 0, "low_watermark": 4, "error_code": 0}}
-        c = KafkaConsumer(bootstrap_servers=broker.bootstrap, enable_auto_commit=False, consumer_timeout_ms=3000)
+        c = KafkaConsumer(bootstrap_servers=broker.bootstrap, enable_auto_commit=False)
         c.assign([TopicPartition(producer_topic, 0)])
         c.seek_to_beginning()
-        got = [(m.offset, m.value) for m in c]
+        got = [(m.offset, m.value) for m in poll_until(c, 6)]
         c.close()
         assert got == [(i, f"v{i}".encode()) for i in range(4, 10)]
 

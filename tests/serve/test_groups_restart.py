@@ -7,29 +7,14 @@ from __future__ import annotations
 import time
 import uuid
 from pathlib import Path
-from typing import Any
 
 import pytest
 
-from tests.serve.conftest import ServedBroker
+from tests.serve.conftest import ServedBroker, poll_until
 from tests.serve.groups_support import GROUP_BROKER_CONFIG, TOPIC_PARTITIONS, produce, value_of
 
 pytestmark = pytest.mark.real
 CONFIGS = dict(GROUP_BROKER_CONFIG, **{"zookeeper.session.timeout.ms": 6000})
-
-
-def _poll_until(consumer: Any, n: int, timeout_s: float = 90.0) -> list[tuple[int, int, bytes]]:
-    """Sorted (partition, offset, value) of what the consumer reads until it has n records (a
-    deadline, not an idle gap: the restarted broker's first join can take a while on a loaded
-    machine, and 90 s outlasts a departed member's 45 s session), then 2 s more for any extra."""
-    got: list[tuple[int, int, bytes]] = []
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        for records in consumer.poll(timeout_ms=500).values():
-            got += [(m.partition, m.offset, m.value) for m in records]
-        if len(got) >= n:
-            deadline = min(deadline, time.monotonic() + 2.0)
-    return sorted(got)
 
 
 def test_offsets_survive_broker_kill_and_group_resumes(tmp_path: Path, zookeeper: object) -> None:
@@ -67,7 +52,7 @@ def test_offsets_survive_broker_kill_and_group_resumes(tmp_path: Path, zookeeper
         produce(again.bootstrap, "restart-topic", 4, 2)
         consumer = KafkaConsumer("restart-topic", bootstrap_servers=again.bootstrap, group_id="survivors",
                                  enable_auto_commit=False, auto_offset_reset="earliest")
-        got = _poll_until(consumer, 2 * TOPIC_PARTITIONS)
+        got = sorted((m.partition, m.offset, m.value) for m in poll_until(consumer, 2 * TOPIC_PARTITIONS))
         consumer.close()
         assert got == [(p, o, value_of(p, o)) for p in range(TOPIC_PARTITIONS) for o in (4, 5)]
     finally:

@@ -8,7 +8,7 @@ import time
 
 import pytest
 
-from tests.serve.conftest import ServedBroker
+from tests.serve.conftest import ServedBroker, poll_until
 
 pytestmark = pytest.mark.real
 N = 300
@@ -76,10 +76,10 @@ def test_kafka_python_produce_consume(broker: ServedBroker) -> None:
     producer.close()
     assert offsets == list(range(N))
     consumer = KafkaConsumer(bootstrap_servers=broker.bootstrap, enable_auto_commit=False,
-                             auto_offset_reset="earliest", consumer_timeout_ms=5000)
+                             auto_offset_reset="earliest")
     consumer.assign([TopicPartition(topic, 0)])
     consumer.seek_to_beginning()
-    got = [m.value for m in consumer]
+    got = [m.value for m in poll_until(consumer, N)]
     consumer.close()
     assert got == sent
 

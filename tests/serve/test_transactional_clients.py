@@ -7,6 +7,7 @@ from __future__ import annotations
 import shutil
 import subprocess
 import threading
+import time
 from pathlib import Path
 
 import pytest
@@ -80,9 +81,16 @@ def test_offsets_only_transaction_commits_and_kafka_reads_the_transaction_log(br
     segments = sorted(Path(broker.log_dir).glob("__transaction_state-*/00000000000000000000.log"))
     written = [s for s in segments if s.stat().st_size > 0]
     assert len(written) == 1
-    out = subprocess.run([REALKAFKA, "dump-log", str(written[0]), "--transaction-log-decoder", "--deep-iteration",
-                          "--print-data-log"], capture_output=True, text=True, timeout=300)
-    assert out.returncode == 0, out.stderr
-    states = [line.split("state=")[1].split(",")[0] for line in out.stdout.splitlines() if "state=" in line]
+    # CompleteCommit is appended after the markers, which EndTxn's answer does not wait for:
+    # dump again until it is there (or the deadline), then compare the whole sequence.
+    deadline = time.monotonic() + 60
+    while True:
+        out = subprocess.run([REALKAFKA, "dump-log", str(written[0]), "--transaction-log-decoder",
+                              "--deep-iteration", "--print-data-log"], capture_output=True, text=True, timeout=300)
+        assert out.returncode == 0, out.stderr
+        states = [line.split("state=")[1].split(",")[0] for line in out.stdout.splitlines() if "state=" in line]
+        if "CompleteCommit" in states or time.monotonic() > deadline:
+            break
+        time.sleep(0.5)
     assert states == ["Empty", "Ongoing", "PrepareCommit", "CompleteCommit"], out.stdout
     assert "transaction_metadata::transactionalId=txn-client" in out.stdout

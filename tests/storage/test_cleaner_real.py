@@ -36,7 +36,7 @@ SHARED = {"offsets.topic.replication.factor": "1", "default.replication.factor":
 KAFKASIM_ONLY = {"log.initial.task.delay.ms": "0", "log.flush.offset.checkpoint.interval.ms": "500"}
 KAFKA_ONLY = {"transaction.state.log.replication.factor": "1", "transaction.state.log.min.isr": "1"}
 TXN_END = 7          # offsets 0-6 are the transactions' (see play)
-MAX_ROUNDS = 20
+MAX_ROUNDS = 48   # about 2 min: ample for two cleaner passes 5 s apart, even on a loaded machine
 
 
 _load = load_script
