@@ -8,6 +8,7 @@ import sys
 import time
 from contextlib import contextmanager
 from pathlib import Path
+from collections.abc import Callable
 from typing import Any, Iterator, Optional
 
 import pytest
@@ -128,3 +129,14 @@ def poll_until(consumer: Any, n: int, timeout_s: float = 90.0) -> list[Any]:
         if len(got) >= n:
             deadline = min(deadline, time.monotonic() + 2.0)
     return got
+
+
+def wait_until(cond: Callable[[], bool], timeout_s: float, what: str,
+               state: Callable[[], object] = lambda: None) -> None:
+    """Poll cond until it holds; past the deadline, fail naming what was awaited (and state())."""
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        if cond():
+            return
+        time.sleep(0.05)
+    raise AssertionError(f"timed out waiting for {what}: {state()}")

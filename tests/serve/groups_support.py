@@ -20,6 +20,8 @@ import time
 from dataclasses import dataclass, field
 from typing import Callable, Optional, Protocol
 
+from tests.serve.conftest import wait_until
+
 TOPIC_PARTITIONS = 6
 PER_PARTITION = 48  # three stages of 16
 GROUP_BROKER_CONFIG: dict[str, object] = {
@@ -133,16 +135,6 @@ class Member(threading.Thread):
         assert not self.is_alive(), f"{self.name} did not stop"
         if self.error is not None:
             raise self.error
-
-
-def wait_until(cond: Callable[[], bool], timeout_s: float, what: str,
-               state: Callable[[], object] = lambda: None) -> None:
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        if cond():
-            return
-        time.sleep(0.05)
-    raise AssertionError(f"timed out waiting for {what}: {state()}")
 
 
 def check_ledger(ledger: Ledger, start: int, end: int) -> None:

@@ -17,7 +17,7 @@ import pytest
 from kafkasim.protocol.framing import encode_request
 from kafkasim.protocol.messages.api_versions import ApiVersionsRequest
 from kafkasim.protocol.messages.headers import RequestHeader
-from tests.serve.conftest import ServedBroker
+from tests.serve.conftest import ServedBroker, wait_until
 from tests.serve.fuzz_support import read_frame
 
 pytestmark = pytest.mark.real
@@ -61,13 +61,10 @@ def _closed_by_broker(port: int, timeout_s: float = 30.0) -> None:
     """Wait until the broker has closed every connection its clients closed: no socket on `port`
     left in CLOSE_WAIT (state 08). The broker gives a connection's quota back before it closes
     the socket (SocketServer.handle_connection), so after this the count is down too."""
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
+    def none_in_close_wait() -> bool:
         rows = Path("/proc/net/tcp").read_text().splitlines()[1:]
-        if not any(r.split()[1].endswith(f":{port:04X}") and r.split()[3] == "08" for r in rows):
-            return
-        time.sleep(0.05)
-    raise AssertionError(f"the broker on {port} still holds a connection its client closed after {timeout_s} s")
+        return not any(r.split()[1].endswith(f":{port:04X}") and r.split()[3] == "08" for r in rows)
+    wait_until(none_in_close_wait, timeout_s, f"the broker on {port} closing the connections its clients closed")
 
 
 def _settled(port: int) -> int:

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 from kazoo.client import KazooClient
 
-from tests.serve.conftest import ServedBroker
+from tests.serve.conftest import ServedBroker, wait_until
 
 pytestmark = pytest.mark.real
 
@@ -50,10 +50,7 @@ def test_znodes_match_kafkas_layout(tmp_path: Path, zookeeper: object) -> None:
         assert broker.task_errors() == []
         # The ephemeral registration goes with the broker's session: at once when it shut down
         # cleanly, when the session expires if stop() had to kill it (slow on a loaded machine).
-        deadline = time.monotonic() + 30
-        while chroot_free.exists("/brokers/ids/7") is not None and time.monotonic() < deadline:
-            time.sleep(0.2)
-        assert chroot_free.exists("/brokers/ids/7") is None
+        wait_until(lambda: chroot_free.exists("/brokers/ids/7") is None, 30, "/brokers/ids/7 to go")
         # Restart on the same log dir: same cluster id, data still served.
         again = ServedBroker(tmp_path / "logs", zookeeper=connect, broker_id=7)
         try:

@@ -19,7 +19,7 @@ from kafkasim.protocol.messages.metadata import MetadataRequest
 from kafkasim.protocol.messages.produce import ProduceRequest
 from kafkasim.records.batch import Record, build_batch
 from tests.conformance.wire import Connection
-from tests.serve.conftest import ServedBroker, served_broker
+from tests.serve.conftest import ServedBroker, served_broker, wait_until
 
 pytestmark = pytest.mark.real
 
@@ -55,12 +55,9 @@ def _until_read(b: ServedBroker, client_id: str, timeout_s: float = 30.0) -> Non
         time.sleep(1.0)
         return
     entity = json.dumps(f"clients/{client_id}")
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        if any('"quota_config_changed"' in line and entity in line for line in b.trace.read_text().splitlines()):
-            return
-        time.sleep(0.05)
-    raise AssertionError(f"the broker did not read the quota of {client_id} within {timeout_s} s")
+    wait_until(lambda: any('"quota_config_changed"' in line and entity in line
+                           for line in b.trace.read_text().splitlines()),
+               timeout_s, f"the broker reading the quota of {client_id}")
 
 
 def _metadata_flood(port: int, requests: int) -> list[tuple[int, float]]:
