@@ -174,6 +174,13 @@ class ReplicaManager:
         # TLS/SASL of the inter-broker listener, for the fetchers and AlterPartition (security/inter_broker.py).
         self.inter_broker_security = inter_broker_security
         self.topic_configs = topic_configs
+        # The topics' effective configs as last read or applied, by topic: what a partition takes
+        # when its log already exists (Kafka keeps them on the UnifiedLog). Read from ZooKeeper
+        # only at startup, for the logs loaded, and when a log is created here — as Kafka's
+        # LogManager reads them — never while a LeaderAndIsr brings up a loaded log (an
+        # expired session there aborted the request after some followers had taken their epoch
+        # but before their fetchers started: power-loss-fsync-swarm 8336).
+        self._topic_config: dict[str, tuple[LogConfig, int]] = {}
         # Announces a log dir failure to the controller (/log_dir_event_notification).
         self.log_dir_failure_notifier = log_dir_failure_notifier
         # KIP-890 part 1: set by the server when transaction.partition.verification.enable.
@@ -220,6 +227,9 @@ class ReplicaManager:
         """Load (recovering) every log in the log dir and start the storage jobs; start the ISR
         expiration task and the AlterPartition sender."""
         await self.log_manager.startup()
+        if self.topic_configs is not None:   # LogManager.startup's fetchTopicConfigOverrides
+            for topic in sorted({tp[0] for tp in self.log_manager.logs}):
+                self._topic_config[topic] = await self.topic_configs(topic)
         self.alter_partition_manager.start()
         if self._isr_task is None:
             self._isr_task = self.rt.spawn(self._isr_expiration(), name="isr-expiration")
@@ -229,7 +239,13 @@ class ReplicaManager:
         p = self.partitions.get((topic, partition))
         if p is not None:
             return p
+        created = self.log_manager.get_log(topic, partition) is None
         log = await self.log_manager.get_or_create_log(topic, partition, topic_id=topic_id)
+        config = self._topic_config.get(topic)
+        if self.topic_configs is not None and (created or config is None):
+            # LogManager.getOrCreateLog's fetchLogConfig. Read before the partition is hosted: a
+            # failed read leaves it unhosted, and the next LeaderAndIsr applies its state again.
+            config = await self.topic_configs(topic)
         p = self.partitions.get((topic, partition))
         if p is not None:
             return p
@@ -241,8 +257,8 @@ class ReplicaManager:
                                                            TopicPartitionOperationKey(topic, partition)),
                       is_alive_broker=self._is_alive_broker)
         self.partitions[(topic, partition)] = p
-        if self.topic_configs is not None:
-            self.apply_topic_config(topic, *await self.topic_configs(topic))
+        if config is not None:
+            self.apply_topic_config(topic, *config)
         return p
 
     def _is_alive_broker(self, broker_id: int) -> bool:
@@ -250,6 +266,7 @@ class ReplicaManager:
 
     def apply_topic_config(self, topic: str, log_config: LogConfig, min_insync_replicas: int) -> None:
         """A topic's configs changed (or it got a partition here): its partitions use them at once."""
+        self._topic_config[topic] = (log_config, min_insync_replicas)
         for (t, _), part in sorted(self.partitions.items()):
             if t == topic:
                 part.log.config = log_config

@@ -92,10 +92,53 @@ def test_list_offsets_by_timestamp_and_max_timestamp() -> None:
         rm = _replica_manager(rt, LogConfig(segment_bytes=300, index_interval_bytes=50))
         p = await rm.make_leader("t", 0, 1)
         base = rt.now_ms()
-        for i, dt in enumerate([0, 10, 5, 30, 20, 40]):
+        for dt in [0, 10, 5, 30, 20, 40]:
             await rm.append_records("t", 0, build_batch([Record(base + dt, None, b"a"), Record(base + dt + 1, None, b"b")]))
         return [p.offset_for_timestamp(base + t) for t in (0, 6, 12, 41, 42)], p.log.max_timestamp_and_offset(), base
 
     found, max_ts, base = run_sim(body)
     assert found == [(0, base), (2, base + 10), (6, base + 30), (11, base + 41), None]
     assert max_ts == (base + 41, 11)
+
+
+def test_topic_configs_are_read_at_startup_and_for_a_new_log_only() -> None:
+    """Kafka reads a topic's configs from ZooKeeper at LogManager.startup (the logs on disk) and
+    when it creates a log (getOrCreateLog's fetchLogConfig), never while a LeaderAndIsr brings up a
+    log that exists: power-loss-fsync-swarm seed 8336 aborted a LeaderAndIsr on a read from an
+    expired session after two followers had taken their epochs, and their fetchers never started.
+    A failed read for a new log leaves the partition unhosted, so the next request applies it."""
+    from kafkasim.runtime.api import SessionExpiredError
+    reads: list[str] = []
+    failing: set[str] = set()
+
+    async def topic_configs(topic: str) -> tuple[LogConfig, int]:
+        reads.append(topic)
+        if topic in failing:
+            raise SessionExpiredError("session expired")
+        return LogConfig(segment_bytes=4096), 2
+
+    def replica_manager(rt: NodeRuntime) -> ReplicaManager:
+        return ReplicaManager(rt, LogManager(rt, "kafka-logs", LogConfig()), broker_id=0,
+                              metadata_cache=MetadataCache(), broker_epoch=lambda: -1, topic_configs=topic_configs)
+
+    async def body(rt: NodeRuntime, world: Any) -> Any:
+        await replica_manager(rt).make_leader("t", 0, 1)
+        created = list(reads)
+        world.nodes["b"].crash("power")
+        rm = replica_manager(world.nodes["b"].restart())
+        await rm.startup()
+        at_startup = list(reads)
+        failing.update({"t", "u"})
+        p = await rm.make_leader("t", 0, 2)   # the log exists: no read, the startup's configs
+        with pytest.raises(SessionExpiredError):
+            await rm.make_leader("u", 0, 1)   # a new log: read, and the read fails
+        unhosted = rm.get_partition("u", 0) is None
+        failing.clear()
+        u = await rm.make_leader("u", 0, 1)
+        return created, at_startup, (p.min_insync_replicas, p.log.config.segment_bytes), unhosted, \
+            u.min_insync_replicas, reads
+
+    created, at_startup, loaded, unhosted, u_min_isr, reads_in_all = run_sim(body)
+    assert created == ["t"] and at_startup == ["t", "t"]
+    assert loaded == (2, 4096) and unhosted and u_min_isr == 2
+    assert reads_in_all == ["t", "t", "u", "u"]
