@@ -7,6 +7,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
+from kafkasim.client.producer import partition_for_key
 from kafkasim.cluster.sim_cluster import SimCluster
 from kafkasim.harness.checkers import Anomaly, CheckResult
 from kafkasim.harness.godseye import TopicPartition
@@ -212,6 +213,43 @@ def _failed_after_unexpected_append(cluster: SimCluster, problem: dict[str, Any]
     return out
 
 
+def unfinished_workload_stalls(cluster: SimCluster, history: History, topic: str, partitions: int,
+                               power_loss: bool, flipped: set[TopicPartition]) -> list[Anomaly]:
+    """When the workload did not finish: an unexpected-append-stall per partition its unresolved
+    sends went to, if every one of them is under min.insync.replicas and each replica missing
+    from its ISR is one its fetcher marked failed after an unexpected append offset (acks=all
+    is then refused NOT_ENOUGH_REPLICAS until a LeaderAndIsr, in Kafka 3.9 too: both followers
+    of a partition there, power-loss-default-flush-swarm seed 8355). Else [], and the unfinished
+    workload stays a liveness failure: an unkeyed send (its partition unknown), a send to a
+    partition that could take it, or a replica missing for another reason."""
+    unresolved = [s for s in history.sends if s.ok is None]
+    if not unresolved or any(s.key is None for s in unresolved):
+        return []
+    by_partition: dict[int, int] = {}
+    for s in unresolved:
+        index = partition_for_key(str(s.key).encode(), partitions)
+        by_partition[index] = by_partition.get(index, 0) + 1
+    out = []
+    for index, count in sorted(by_partition.items()):
+        problem = _under_min_isr(cluster, topic, index)
+        stalls = split_unexpected_append_stalls(cluster, [problem], power_loss, flipped)[0] if problem else []
+        if not stalls:
+            return []
+        out.append(Anomaly(UNEXPECTED_APPEND_STALL, {**stalls[0].detail, "unresolved_sends": count}))
+    return out
+
+
+def _under_min_isr(cluster: SimCluster, topic: str, index: int) -> dict[str, Any] | None:
+    """The probe's "isr" problem for a partition whose leader cannot take an acks=all write."""
+    leader_name = cluster.leader_of(topic, index)
+    rm = cluster.replica_manager(leader_name) if leader_name is not None else None
+    p = rm.get_partition(topic, index) if rm is not None else None
+    if p is None or not p.is_under_min_isr:
+        return None
+    return {"what": "isr", "partition": f"{topic}-{index}", "replicas": list(p.assignment), "isr": sorted(p.isr),
+            "missing": sorted(set(p.assignment) - set(p.isr))}
+
+
 def _partition_of(problem: dict[str, Any]) -> TopicPartition:
     """A probe problem's "events-0" as ("events", 0)."""
     topic, _, index = str(problem.get("partition", "")).rpartition("-")
@@ -244,14 +282,20 @@ def probe_spec(scenario: Scenario, history: History, results: list[CheckResult],
 
 
 def liveness_phase(world: SimWorld, cluster: SimCluster, faults: Owner, scenario: Scenario, completed: bool,
-                   spec: ProbeSpec, step: Callable[[], None], flipped: set[TopicPartition]
+                   history: History, spec: ProbeSpec, step: Callable[[], None], flipped: set[TopicPartition]
                    ) -> tuple[list[CheckResult], dict[str, Any]]:
     """The runner's hook: the phase, unless the workload did not finish (the workload's own
     liveness check fails then) or the scenario turns it off (`[heal] liveness = false`)."""
     if not scenario.liveness_phase:
         return [], {"skipped": scenario.liveness_skip_reason}
-    if not completed:
-        return [], {"skipped": "the workload did not finish (the liveness check says so)"}
-    spec.deadline_ms = world.now_ms() + scenario.liveness_ms
     power_loss = any(f.kind == "crash" and f.mode == "power" for f in scenario.faults)
+    if not completed:
+        topic = scenario.topics[0]
+        stalls = unfinished_workload_stalls(cluster, history, topic.name, topic.partitions, power_loss, flipped)
+        if not stalls:
+            return [], {"skipped": "the workload did not finish (the liveness check says so)"}
+        return [CheckResult("liveness", []), CheckResult(UNEXPECTED_APPEND_STALL, stalls)], {
+            "skipped": "the workload did not finish: each partition its unresolved sends went to is under "
+                       "min.insync.replicas, its missing followers failed (unexpected-append-stall)"}
+    spec.deadline_ms = world.now_ms() + scenario.liveness_ms
     return run_liveness_phase(world, cluster, faults, spec, step, flipped, power_loss)

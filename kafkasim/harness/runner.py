@@ -203,7 +203,7 @@ def run_scenario(scenario: Scenario, seed: int, out_dir: str | None = None,
         world.emit("harness", "run_end", {"completed": completed, "sends": len(history.sends),
                                           "polls": len(history.polls)})
         # The histories are final and checked: heal everything and require convergence.
-        phase, phase_summary = liveness_phase(world, cluster, fault_owner, scenario, completed,
+        phase, phase_summary = liveness_phase(world, cluster, fault_owner, scenario, completed, history,
                                               probe_spec(scenario, history, results, last_fault_ms,
                                                          eyes.bit_flips.holes), eyes.step, flipped)
     wall = wall_seconds() - wall_start
@@ -259,7 +259,7 @@ def _run_json(scenario: Scenario, seed: int, world: SimWorld, history: History, 
         "reason": "the workload did not finish by the deadline (last fault + heal.liveness_ms, capped by "
                   "scenario.duration_ms)", "deadline_ms": deadline_ms,
         "acked": len(history.acked()), "unresolved_sends": sum(1 for s in history.sends if s.ok is None)})])
-    after = phase if completed and phase else [liveness]  # the liveness phase's checks, liveness first
+    after = phase or [liveness]  # the liveness phase's checks (liveness first), or the workload's own
     checks, anomalies = [], []
     for r in results + extra + after:
         expected = r.name in scenario.expected

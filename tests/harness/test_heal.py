@@ -274,12 +274,60 @@ def _expected_stall_that_fails_unexpected(tmp_path: Path, name: str, seed: int, 
 
 
 def test_a_follower_its_fetcher_failed_is_expected_only_where_the_scenario_says(tmp_path: Path) -> None:
-    """power-loss-default-flush-swarm seed 279: broker-1's fetch after the leader's power loss gets
-    a batch from 234 with its log ending at 329 (330 and 334 before the high watermark stood still
-    below the min ISR, stop 12), so its fetcher marks events-2 failed and it never rejoins the ISR
-    (as in Kafka 3.9). Named, with what the fetcher saw, and expected there; the same run without
-    the expectation fails."""
+    """power-loss-default-flush-swarm seed 279: leader broker-2 of events-1 loses power, comes back
+    with 0-74 and leads epoch 3 again from 75 (epoch reuse); brokers 0 and 2 take its new batch
+    from 75, and broker-1, which never truncated to it, leads epoch 4 with the old epoch-3 batches
+    to 419. Both followers' fetches at 76 get broker-1's batch from 75, their fetchers mark events-1
+    failed (as in Kafka 3.9), the ISR stays [1] below min.insync.replicas 2 and every unresolved
+    send (all keyed to events-1) waits for good: the workload does not finish. Named, with what
+    each fetcher saw, and expected there; the same run without the expectation fails. (Before the
+    broker read topic configs at startup, stop 22, the seed stalled broker-1 on events-2 in the
+    liveness phase instead.)"""
     detail = _expected_stall_that_fails_unexpected(tmp_path, "power-loss-default-flush-swarm-seed-279.toml", 279,
                                                    ', "unexpected-append-stall"]')
-    assert detail["partition"] == "events-2" and detail["missing"] == [1]
-    assert detail["failed"] == [{"replica": 1, "leader": 2, "first_offset": 234, "log_end_offset": 329}]
+    assert detail["partition"] == "events-1" and detail["missing"] == [0, 2] and detail["isr"] == [1]
+    assert detail["failed"] == [{"replica": 0, "leader": 1, "first_offset": 75, "log_end_offset": 76},
+                                {"replica": 2, "leader": 1, "first_offset": 75, "log_end_offset": 76}]
+    assert detail["unresolved_sends"] > 0
+
+
+def _cluster_under_min_isr(isr: dict[int, list[int]], failed: dict[int, set[tuple[str, int]]]) -> Any:
+    """A stand-in SimCluster whose broker-0 leads every partition of `events` with ISR `isr[index]`
+    (replicas [0, 1, 2], min.insync.replicas 2); broker N's fetcher marked `failed[N]` failed."""
+    fetchers = _cluster_whose_fetchers_failed(failed)
+
+    def rm(name: str) -> Any:
+        if name != "broker-0":
+            return fetchers.replica_manager(name)
+        parts = {("events", i): SimpleNamespace(assignment=[0, 1, 2], isr=members, is_under_min_isr=len(members) < 2)
+                 for i, members in isr.items()}
+        return SimpleNamespace(get_partition=lambda t, i: parts.get((t, i)), fetcher_manager=SimpleNamespace(
+            failed_partitions={}))
+
+    return SimpleNamespace(live_servers=fetchers.live_servers, replica_manager=rm, leader_of=lambda t, i: "broker-0")
+
+
+def _unresolved(*keys: str | None) -> History:
+    history = History()
+    history.sends = [Send("producer-0", f"producer-0-{n}", key, 0.0) for n, key in enumerate(keys)]
+    history.sends.append(Send("producer-0", "producer-0-acked", "k1", 0.0, 1.0, True, 0, 0))
+    return history
+
+
+def test_a_workload_stuck_only_on_partitions_its_fetchers_failed_is_named_and_nothing_else_is() -> None:
+    """power-loss-default-flush-swarm seed 8355 (and 279): both followers of a partition failed it
+    after an unexpected append, the ISR stays below min.insync.replicas and acks=all sends to it
+    wait for good, so the workload cannot finish (in Kafka 3.9 too): unexpected-append-stall per
+    such partition, with its unresolved sends. An unresolved send to a partition that takes writes,
+    one whose missing follower was not failed, or an unkeyed one keeps it a liveness failure."""
+    from kafkasim.client.producer import partition_for_key
+    keys = {i: [k for k in (f"k{n}" for n in range(40)) if partition_for_key(k.encode(), 3) == i] for i in range(3)}
+    stuck = _cluster_under_min_isr({0: [0, 1, 2], 1: [0], 2: [0, 1, 2]}, {1: {("events", 1)}, 2: {("events", 1)}})
+    [stall] = heal.unfinished_workload_stalls(stuck, _unresolved(*keys[1][:3]), "events", 3, True, set())
+    assert stall.kind == "unexpected-append-stall" and stall.detail["partition"] == "events-1"
+    assert stall.detail["unresolved_sends"] == 3 and [f["replica"] for f in stall.detail["failed"]] == [1, 2]
+    assert heal.unfinished_workload_stalls(stuck, _unresolved(keys[1][0], keys[0][0]), "events", 3, True, set()) == []
+    assert heal.unfinished_workload_stalls(stuck, _unresolved(keys[1][0], None), "events", 3, True, set()) == []
+    assert heal.unfinished_workload_stalls(stuck, _unresolved(keys[1][0]), "events", 3, False, set()) == []
+    one_failed = _cluster_under_min_isr({1: [0]}, {2: {("events", 1)}})
+    assert heal.unfinished_workload_stalls(one_failed, _unresolved(keys[1][0]), "events", 3, True, set()) == []
