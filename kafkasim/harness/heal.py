@@ -285,7 +285,8 @@ def liveness_phase(world: SimWorld, cluster: SimCluster, faults: Owner, scenario
                    history: History, spec: ProbeSpec, step: Callable[[], None], flipped: set[TopicPartition]
                    ) -> tuple[list[CheckResult], dict[str, Any]]:
     """The runner's hook: the phase, unless the workload did not finish (the workload's own
-    liveness check fails then) or the scenario turns it off (`[heal] liveness = false`)."""
+    liveness check fails then, unless an unexpected-append stall explains every send left
+    unanswered: that is named instead) or the scenario turns it off (`[heal] liveness = false`)."""
     if not scenario.liveness_phase:
         return [], {"skipped": scenario.liveness_skip_reason}
     power_loss = any(f.kind == "crash" and f.mode == "power" for f in scenario.faults)
