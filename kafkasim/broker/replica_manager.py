@@ -227,7 +227,9 @@ class ReplicaManager:
         """Load (recovering) every log in the log dir and start the storage jobs; start the ISR
         expiration task and the AlterPartition sender."""
         await self.log_manager.startup()
-        if self.topic_configs is not None:   # LogManager.startup's fetchTopicConfigOverrides
+        # LogManager.startup's fetchTopicConfigOverrides. Kafka reads every topic in the cluster
+        # (getAllTopicsInCluster) before loading; only the topics with a log here use theirs.
+        if self.topic_configs is not None:
             for topic in sorted({tp[0] for tp in self.log_manager.logs}):
                 self._topic_config[topic] = await self.topic_configs(topic)
         self.alter_partition_manager.start()
